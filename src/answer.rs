@@ -1,0 +1,608 @@
+//! The answer function: query bytes in, response bytes out, into a reused
+//! buffer with no allocation. It implements authoritative lookup (RFC 1034
+//! §4.3.2), negative answers (RFC 2308 §3, §5), wildcards (RFC 4592), ANY
+//! (RFC 8482), EDNS (RFC 6891) and the ECS echo and scope (RFC 7871 §7.2).
+//!
+//! A truncated UDP answer (TC set) holds the header, the question and the
+//! OPT record (with the ECS echo) and nothing else; the client retries over TCP.
+
+use std::net::IpAddr;
+
+use crate::ecs::{ClientSubnet, Scope};
+use crate::engine::{AllDown, Binding, Engine, Target};
+use crate::geo::special::special_block;
+use crate::pool::{select, MAX_MEMBERS};
+use crate::render::{Section, Writer};
+use crate::wire::*;
+use crate::zone::{Node, Zone};
+
+/// Most CNAMEs followed inside a zone before giving up (loop protection).
+const MAX_CHAIN: usize = 8;
+
+/// Transport facts the answer depends on.
+#[derive(Clone, Copy, Debug)]
+pub struct Transport {
+    pub src: IpAddr,
+    pub tcp: bool,
+}
+
+/// What the answer path reports for metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    pub rcode: u16,
+    pub qtype: u16,
+    pub ecs: bool,
+    pub scope: Option<u8>,
+    pub truncated: bool,
+    /// Binding and pool used for a dynamic answer.
+    pub pool: Option<(u32, u32)>,
+}
+
+/// Per-worker scratch space, reused across queries.
+pub struct Scratch {
+    pub query: Query,
+}
+
+impl Default for Scratch {
+    fn default() -> Self {
+        Scratch {
+            query: Query {
+                id: 0,
+                flags: 0,
+                qname: WireName::default(),
+                qtype: 0,
+                qclass: 0,
+                question_end: 0,
+                edns: None,
+            },
+        }
+    }
+}
+
+/// Result of resolving inside the zones.
+struct Resolved {
+    rcode: u16,
+    aa: bool,
+    scope: Scope,
+    pool: Option<(u32, u32)>,
+}
+
+/// How the owner of answer records is written.
+#[derive(Clone, Copy)]
+enum Owner<'a> {
+    /// The query name: a pointer to offset 12.
+    Qname,
+    Name(&'a [u8]),
+}
+
+impl Owner<'_> {
+    fn write(self, w: &mut Writer) {
+        match self {
+            Owner::Qname => w.put_u16(0xC00C),
+            Owner::Name(n) => w.put_name(n),
+        }
+    }
+}
+
+impl Engine {
+    /// Answer one query. Returns the response length, or None to send nothing.
+    pub fn answer(
+        &self,
+        req: &[u8],
+        t: Transport,
+        scratch: &mut Scratch,
+        out: &mut [u8],
+        outcome: &mut Outcome,
+    ) -> Option<usize> {
+        let q = &mut scratch.query;
+        *outcome = Outcome::default();
+        let parsed = parse_query(req, q);
+        let mut w = Writer::new(out);
+        match parsed {
+            Err(Reject::Drop) => return None,
+            Err(Reject::FormErr { question_end, edns }) => {
+                outcome.rcode = RCODE_FORMERR;
+                return Some(self.error(&mut w, req, question_end, edns, RCODE_FORMERR));
+            }
+            Err(Reject::BadVers { question_end, edns }) => {
+                outcome.rcode = RCODE_BADVERS;
+                return Some(self.error(&mut w, req, Some(question_end), Some(edns), RCODE_BADVERS));
+            }
+            Ok(()) => {}
+        }
+        outcome.qtype = q.qtype;
+        outcome.ecs = q.edns.and_then(|e| e.ecs).is_some();
+        if q.opcode() != 0 {
+            outcome.rcode = RCODE_NOTIMP;
+            return Some(self.error(&mut w, req, Some(q.question_end), q.edns, RCODE_NOTIMP));
+        }
+        // The UDP limit: the client's size (512 without EDNS), capped by ours.
+        let limit = if t.tcp {
+            out_len(w.buf.len())
+        } else {
+            let client = q.edns.map(|e| e.udp_size.max(512)).unwrap_or(512);
+            (client.min(self.payload) as usize).min(w.buf.len())
+        };
+        w.len = 12;
+        w.put(&req[12..q.question_end]);
+        w.add_name_targets(12);
+        let qend = w.len;
+
+        let r = if q.qclass != CLASS_IN {
+            Resolved {
+                rcode: RCODE_REFUSED,
+                aa: false,
+                scope: Scope::GLOBAL,
+                pool: None,
+            }
+        } else if q.qtype == TYPE_AXFR || q.qtype == TYPE_IXFR {
+            Resolved {
+                rcode: RCODE_REFUSED,
+                aa: false,
+                scope: Scope::GLOBAL,
+                pool: None,
+            }
+        } else {
+            self.resolve(&mut w, q, t.src)
+        };
+        outcome.pool = r.pool;
+
+        let ecs = q.edns.and_then(|e| e.ecs);
+        let opt_len = q.edns.map(|_| 11 + ecs.map(|c| c.wire_len()).unwrap_or(0)).unwrap_or(0);
+        let mut tc = false;
+        if w.overflow || w.len + opt_len > limit {
+            // RFC 2181 §9: drop whole sections rather than send a partial RRset.
+            w.truncate(qend);
+            w.an = 0;
+            w.ns = 0;
+            w.ar = 0;
+            tc = true;
+            outcome.truncated = true;
+        }
+        if let Some(e) = q.edns {
+            put_opt(&mut w, self.payload, e.dnssec_ok, 0, ecs.map(|c| (c, r.scope)));
+            w.ar += 1;
+            if ecs.is_some() {
+                outcome.scope = Some(r.scope.len());
+            }
+        }
+        outcome.rcode = r.rcode;
+        let len = w.len;
+        let (an, ns, ar) = (w.an, w.ns, w.ar);
+        write_header(w.buf, q.id, q.flags, r.aa, tc, r.rcode, 1, an, ns, ar);
+        Some(len)
+    }
+
+    /// An error response echoing what parsed of the query.
+    fn error(
+        &self,
+        w: &mut Writer,
+        req: &[u8],
+        question_end: Option<usize>,
+        edns: Option<Edns>,
+        rcode: u16,
+    ) -> usize {
+        w.len = 12;
+        let mut qd = 0;
+        if let Some(qe) = question_end {
+            w.put(&req[12..qe]);
+            qd = 1;
+        }
+        let mut ar = 0;
+        if let Some(e) = edns {
+            let ecs = e.ecs.map(|c| (c, Scope::GLOBAL));
+            put_opt(w, self.payload, e.dnssec_ok, (rcode >> 4) as u8, ecs);
+            ar = 1;
+        }
+        let id = u16::from_be_bytes([req[0], req[1]]);
+        let flags = u16::from_be_bytes([req[2], req[3]]);
+        write_header(w.buf, id, flags, false, false, rcode & 0xF, qd, 0, 0, ar);
+        w.len
+    }
+
+    fn resolve(&self, w: &mut Writer, q: &Query, src: IpAddr) -> Resolved {
+        let name = &q.qname;
+        // Longest zone suffix.
+        let mut zone = None;
+        for i in 0..=name.nlabels {
+            if let Some(&zi) = self.zone_index.get(name.suffix(i)) {
+                zone = Some((zi, i));
+                break;
+            }
+        }
+        let Some((zi, apex_at)) = zone else {
+            return Resolved {
+                rcode: RCODE_REFUSED,
+                aa: false,
+                scope: Scope::GLOBAL,
+                pool: None,
+            };
+        };
+        let z = &self.zones[zi];
+        let mut ctx = Ctx {
+            engine: self,
+            zone: z,
+            src,
+            ecs: q.edns.and_then(|e| e.ecs),
+            scope: Scope::GLOBAL,
+            pool: None,
+        };
+        let rcode = ctx.lookup(w, name, apex_at, Owner::Qname, q.qtype, 0);
+        let aa = rcode != LookupRc::Referral;
+        Resolved {
+            rcode: rcode.rcode(),
+            aa,
+            scope: ctx.scope,
+            pool: ctx.pool,
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum LookupRc {
+    NoError,
+    NxDomain,
+    Referral,
+    ServFail,
+}
+
+impl LookupRc {
+    fn rcode(self) -> u16 {
+        match self {
+            LookupRc::NoError | LookupRc::Referral => RCODE_NOERROR,
+            LookupRc::NxDomain => RCODE_NXDOMAIN,
+            LookupRc::ServFail => RCODE_SERVFAIL,
+        }
+    }
+}
+
+struct Ctx<'e> {
+    engine: &'e Engine,
+    zone: &'e Zone,
+    src: IpAddr,
+    ecs: Option<ClientSubnet>,
+    scope: Scope,
+    pool: Option<(u32, u32)>,
+}
+
+impl<'e> Ctx<'e> {
+    /// Look `name` up in the zone; `apex_at` is the label index of the apex.
+    fn lookup(
+        &mut self,
+        w: &mut Writer,
+        name: &WireName,
+        apex_at: usize,
+        owner: Owner,
+        qtype: u16,
+        depth: usize,
+    ) -> LookupRc {
+        let z = self.zone;
+        // Walk down from the apex: stop at a zone cut or at the closest encloser.
+        let mut encloser = z.apex_node();
+        let mut exact = apex_at == 0;
+        for i in (0..apex_at).rev() {
+            match z.get(name.suffix(i)) {
+                Some(node) => {
+                    // The parent side answers DS at a cut; we have none, so NODATA.
+                    if node.cut && !(i == 0 && qtype == TYPE_DS) {
+                        self.referral(w, node);
+                        return LookupRc::Referral;
+                    }
+                    encloser = node;
+                    if i == 0 {
+                        exact = true;
+                    }
+                }
+                None => break,
+            }
+        }
+        if exact {
+            return self.answer_node(w, encloser, owner, qtype, depth);
+        }
+        // RFC 4592 §3.3.1: the source of synthesis is *.<closest encloser>.
+        let mut wild = [0u8; MAX_NAME + 2];
+        let enc = &encloser.name;
+        if enc.len() + 2 <= MAX_NAME {
+            wild[0] = 1;
+            wild[1] = b'*';
+            wild[2..2 + enc.len()].copy_from_slice(enc);
+            if let Some(node) = z.get(&wild[..2 + enc.len()]) {
+                return self.answer_node(w, node, owner, qtype, depth);
+            }
+        }
+        self.negative(w);
+        LookupRc::NxDomain
+    }
+
+    fn answer_node(
+        &mut self,
+        w: &mut Writer,
+        node: &'e Node,
+        owner: Owner,
+        qtype: u16,
+        depth: usize,
+    ) -> LookupRc {
+        if let Some(b) = node.dynamic {
+            let binding = &self.engine.bindings[b as usize];
+            let family = match qtype {
+                TYPE_A => Some(false),
+                TYPE_AAAA => Some(true),
+                // RFC 8482 §4.1: answer ANY with one RRset; the addresses are it.
+                TYPE_ANY => Some(false),
+                _ => None,
+            };
+            if let Some(v6) = family {
+                return self.dynamic(w, b, binding, owner, v6);
+            }
+        }
+        if let Some(cname) = node.rrset(TYPE_CNAME) {
+            if qtype != TYPE_CNAME {
+                owner.write_rrset(w, cname);
+                return self.follow(w, cname, qtype, depth);
+            }
+        }
+        if qtype == TYPE_ANY {
+            if let Some(set) = node.rrsets.first() {
+                owner.write_rrset(w, set);
+                return LookupRc::NoError;
+            }
+        } else if let Some(set) = node.rrset(qtype) {
+            owner.write_rrset(w, set);
+            return LookupRc::NoError;
+        }
+        self.negative(w);
+        LookupRc::NoError
+    }
+
+    /// Follow a CNAME inside the zone (RFC 1034 §4.3.2 step 3a).
+    fn follow(
+        &mut self,
+        w: &mut Writer,
+        cname: &'e crate::zone::RRset,
+        qtype: u16,
+        depth: usize,
+    ) -> LookupRc {
+        let Some(crate::zone::Chunk::Name(target)) = cname.rdatas.first().and_then(|r| r.0.first())
+        else {
+            return LookupRc::NoError;
+        };
+        if depth + 1 >= MAX_CHAIN || !crate::zone::is_subdomain(target, &self.zone.origin) {
+            return LookupRc::NoError;
+        }
+        let mut tn = WireName::default();
+        if !tn.set(target) {
+            return LookupRc::NoError;
+        }
+        let apex_at = tn.nlabels - self.zone.origin_labels;
+        match self.lookup(w, &tn, apex_at, Owner::Name(target), qtype, depth + 1) {
+            // A referral inside a chain: the resolver chases the target itself.
+            LookupRc::Referral => {
+                w.ns = 0;
+                w.ar = 0;
+                LookupRc::NoError
+            }
+            rc => rc,
+        }
+    }
+
+    /// NXDOMAIN / NODATA authority: the SOA with the negative TTL (RFC 2308 §3).
+    fn negative(&mut self, w: &mut Writer) {
+        let z = self.zone;
+        if let Some(soa) = z.apex_node().rrset(TYPE_SOA) {
+            w.put_rrset(Section::Authority, &z.origin, soa, z.negative_ttl);
+        }
+        // A negative answer never depends on the client (RFC 7871 §7.4).
+        self.scope = Scope::GLOBAL;
+    }
+
+    fn referral(&mut self, w: &mut Writer, cut: &Node) {
+        let Some(ns) = cut.rrset(TYPE_NS) else { return };
+        w.put_rrset(Section::Authority, &cut.name, ns, ns.ttl);
+        // Glue: addresses of in-bailiwick name servers.
+        for rd in &ns.rdatas {
+            if let Some(crate::zone::Chunk::Name(target)) = rd.0.first() {
+                if crate::zone::is_subdomain(target, &cut.name) {
+                    if let Some(node) = self.zone.get(target) {
+                        for t in [TYPE_A, TYPE_AAAA] {
+                            if let Some(set) = node.rrset(t) {
+                                w.put_rrset(Section::Additional, target, set, set.ttl);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        self.scope = Scope::GLOBAL;
+    }
+
+    /// A pool or geo answer.
+    fn dynamic(
+        &mut self,
+        w: &mut Writer,
+        b: u32,
+        binding: &Binding,
+        owner: Owner,
+        v6: bool,
+    ) -> LookupRc {
+        let e = self.engine;
+        let up = |m: &crate::pool::Member| e.member_up(m);
+        let (list, scope): (&[usize], Scope) = match &binding.target {
+            Target::Pool(p) => (std::slice::from_ref(p), Scope::GLOBAL),
+            Target::Geo(map) => {
+                let (addr, scope) = match self.ecs {
+                    Some(c) if c.source() > 0 => match special_block(c.addr()) {
+                        // RFC 7871 §10: decide on the resolver, scope the special block.
+                        Some(blk) => (self.src, Some(blk.prefix_len())),
+                        None => (c.addr(), None),
+                    },
+                    _ => (self.src, Some(0)),
+                };
+                let (d, len) = map.decide(addr);
+                let scope = if map.is_uniform() {
+                    0
+                } else {
+                    scope.unwrap_or(len)
+                };
+                (map.decision(d), Scope::new(scope))
+            }
+        };
+        // Pools that have this family at all, in failover order.
+        let mut chosen = None;
+        let mut degraded = false;
+        let mut any_family = false;
+        for (k, &p) in list.iter().enumerate() {
+            let pool = &e.pools[p];
+            if pool.family(v6).is_empty() {
+                continue;
+            }
+            any_family = true;
+            let (is_up, n_up) = pool.is_up(v6, &up);
+            if is_up {
+                degraded = k > 0 || n_up < pool.family(v6).len();
+                chosen = Some(p);
+                break;
+            }
+        }
+        if !any_family {
+            self.negative(w);
+            return LookupRc::NoError;
+        }
+        let mut out = [0u16; MAX_MEMBERS];
+        let (pool_idx, n, ttl) = match chosen {
+            Some(p) => {
+                let members = e.pools[p].family(v6);
+                let slot = binding.slot + v6 as usize;
+                let n = select(members, binding.mode, &up, slot, e.generation, &mut out);
+                let ttl = if degraded {
+                    binding.degraded_ttl
+                } else {
+                    binding.ttl
+                };
+                (p, n, ttl)
+            }
+            None => match binding.when_all_down {
+                AllDown::All => {
+                    let Some(&p) = list.iter().find(|&&p| !e.pools[p].family(v6).is_empty())
+                    else {
+                        unreachable!("any_family checked above")
+                    };
+                    let members = e.pools[p].family(v6);
+                    let slot = binding.slot + v6 as usize;
+                    let n = select(members, binding.mode, &|_| true, slot, e.generation, &mut out);
+                    (p, n, binding.degraded_ttl)
+                }
+                AllDown::Empty => {
+                    self.negative(w);
+                    return LookupRc::NoError;
+                }
+                AllDown::Servfail => {
+                    self.scope = Scope::GLOBAL;
+                    return LookupRc::ServFail;
+                }
+            },
+        };
+        let members = e.pools[pool_idx].family(v6);
+        let rtype = if v6 { TYPE_AAAA } else { TYPE_A };
+        let mut rd = [0u8; 16];
+        for &i in &out[..n] {
+            let len = members[i as usize].rdata(&mut rd);
+            owner.write(w);
+            w.put_u16(rtype);
+            w.put_u16(CLASS_IN);
+            w.put_u32(ttl);
+            w.put_u16(len as u16);
+            w.put(&rd[..len]);
+            w.an += 1;
+        }
+        self.scope = self.scope.max(scope);
+        self.pool = Some((b, pool_idx as u32));
+        LookupRc::NoError
+    }
+}
+
+impl Owner<'_> {
+    fn write_rrset(self, w: &mut Writer, set: &crate::zone::RRset) {
+        match self {
+            Owner::Qname => {
+                // The owner is the question's name: its first label is at 12.
+                for rd in &set.rdatas {
+                    w.put_u16(0xC00C);
+                    put_rr_body(w, set.rtype, set.ttl, rd);
+                    w.an += 1;
+                }
+            }
+            Owner::Name(n) => w.put_rrset(Section::Answer, n, set, set.ttl),
+        }
+    }
+}
+
+fn put_rr_body(w: &mut Writer, rtype: u16, ttl: u32, rd: &crate::zone::Rdata) {
+    w.put_u16(rtype);
+    w.put_u16(CLASS_IN);
+    w.put_u32(ttl);
+    let at = w.len;
+    w.put_u16(0);
+    for c in &rd.0 {
+        match c {
+            crate::zone::Chunk::Bytes(b) => w.put(b),
+            crate::zone::Chunk::Name(n) => w.put_name(n),
+        }
+    }
+    if !w.overflow {
+        let l = (w.len - at - 2) as u16;
+        w.buf[at..at + 2].copy_from_slice(&l.to_be_bytes());
+    }
+}
+
+fn out_len(n: usize) -> usize {
+    n.min(65535)
+}
+
+/// The OPT pseudo-record (RFC 6891 §6.1.2), with the ECS echo if any.
+fn put_opt(w: &mut Writer, payload: u16, dnssec_ok: bool, ext_rcode: u8, ecs: Option<(ClientSubnet, Scope)>) {
+    w.put(&[0]);
+    w.put_u16(TYPE_OPT);
+    w.put_u16(payload);
+    w.put(&[ext_rcode, 0]);
+    // RFC 3225 §3: the DO bit is copied from the query.
+    w.put_u16(if dnssec_ok { 0x8000 } else { 0 });
+    match ecs {
+        Some((c, scope)) => {
+            w.put_u16(c.wire_len() as u16);
+            let mut tmp = [0u8; 24];
+            let n = c.write_echo(scope, &mut tmp);
+            w.put(&tmp[..n]);
+        }
+        None => w.put_u16(0),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn write_header(
+    buf: &mut [u8],
+    id: u16,
+    qflags: u16,
+    aa: bool,
+    tc: bool,
+    rcode: u16,
+    qd: u16,
+    an: u16,
+    ns: u16,
+    ar: u16,
+) {
+    // QR, the query's opcode and RD; RA never (we do not recurse).
+    let mut flags = 0x8000 | (qflags & 0x7800) | (qflags & 0x0100);
+    if aa {
+        flags |= 0x0400;
+    }
+    if tc {
+        flags |= 0x0200;
+    }
+    flags |= rcode & 0xF;
+    buf[0..2].copy_from_slice(&id.to_be_bytes());
+    buf[2..4].copy_from_slice(&flags.to_be_bytes());
+    buf[4..6].copy_from_slice(&qd.to_be_bytes());
+    buf[6..8].copy_from_slice(&an.to_be_bytes());
+    buf[8..10].copy_from_slice(&ns.to_be_bytes());
+    buf[10..12].copy_from_slice(&ar.to_be_bytes());
+}

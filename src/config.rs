@@ -1,0 +1,260 @@
+//! The TOML configuration file: listeners, zones, pools, names bound to pools
+//! and geo rules. Parsing is strict: unknown keys are errors, and every error
+//! names the file and line.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::error::{line_of, LocatedError};
+
+/// The parsed file, before it is checked against zones and the geo database.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    #[serde(default)]
+    pub server: ServerCfg,
+    #[serde(default)]
+    pub geo: Option<GeoCfg>,
+    #[serde(default)]
+    pub zone: Vec<Spanned<ZoneCfg>>,
+    #[serde(default)]
+    pub pool: BTreeMap<String, Spanned<PoolCfg>>,
+    #[serde(default)]
+    pub name: BTreeMap<String, Spanned<NameCfg>>,
+    #[serde(default)]
+    pub check: BTreeMap<String, Spanned<CheckCfg>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerCfg {
+    #[serde(default = "default_listen")]
+    pub listen: Vec<Spanned<String>>,
+    /// UDP worker threads; 0 means one per core.
+    #[serde(default)]
+    pub workers: usize,
+    /// Largest UDP response we send and the size we advertise (RFC 6891 §6.2.5).
+    #[serde(default = "default_payload")]
+    pub edns_udp_payload: Spanned<u16>,
+    /// tracing filter, e.g. "info" or "meridian=debug".
+    #[serde(default = "default_log")]
+    pub log: String,
+    #[serde(default = "default_tcp_idle")]
+    pub tcp_idle_timeout_ms: u64,
+    #[serde(default = "default_tcp_max")]
+    pub tcp_max_connections: usize,
+    /// HTTP listener for /metrics and /status.
+    #[serde(default)]
+    pub http_listen: Option<Spanned<String>>,
+}
+
+impl Default for ServerCfg {
+    fn default() -> Self {
+        ServerCfg {
+            listen: default_listen(),
+            workers: 0,
+            edns_udp_payload: default_payload(),
+            log: default_log(),
+            tcp_idle_timeout_ms: default_tcp_idle(),
+            tcp_max_connections: default_tcp_max(),
+            http_listen: None,
+        }
+    }
+}
+
+fn default_listen() -> Vec<Spanned<String>> {
+    vec![Spanned::new(0..0, "127.0.0.1:5380".to_string())]
+}
+fn default_payload() -> Spanned<u16> {
+    Spanned::new(0..0, 1232)
+}
+fn default_log() -> String {
+    "info".into()
+}
+fn default_tcp_idle() -> u64 {
+    10_000
+}
+fn default_tcp_max() -> usize {
+    512
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GeoCfg {
+    pub database: Spanned<String>,
+    #[serde(default = "default_schema")]
+    pub schema: Spanned<String>,
+}
+
+fn default_schema() -> Spanned<String> {
+    Spanned::new(0..0, "auto".into())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ZoneCfg {
+    pub origin: String,
+    pub file: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolCfg {
+    pub members: Vec<Spanned<MemberCfg>>,
+    /// Coordinates (latitude, longitude) for nearest-pool geo rules.
+    #[serde(default)]
+    pub location: Option<[f64; 2]>,
+    /// Default health check for members (a key of `[check]`).
+    #[serde(default)]
+    pub check: Option<Spanned<String>>,
+    /// Members that must be up for the pool to count as up: a count (>= 1) or a fraction (< 1).
+    #[serde(default)]
+    pub min_up: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum MemberCfg {
+    Addr(String),
+    Full {
+        address: String,
+        #[serde(default)]
+        weight: Option<i64>,
+        #[serde(default)]
+        check: Option<String>,
+        /// Port the health check connects to, if it differs from the check's.
+        #[serde(default)]
+        port: Option<u16>,
+    },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NameCfg {
+    /// A plain pool-backed name.
+    #[serde(default)]
+    pub pool: Option<Spanned<String>>,
+    /// A geo-balanced name.
+    #[serde(default)]
+    pub geo: Option<GeoRulesCfg>,
+    #[serde(default = "default_mode")]
+    pub mode: Spanned<String>,
+    /// How many members `some` returns.
+    #[serde(default)]
+    pub count: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub ttl: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub degraded_ttl: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub when_all_down: Option<Spanned<String>>,
+}
+
+fn default_mode() -> Spanned<String> {
+    Spanned::new(0..0, "all".into())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GeoRulesCfg {
+    pub default: Option<Vec<Spanned<String>>>,
+    #[serde(default)]
+    pub nets: BTreeMap<String, Vec<Spanned<String>>>,
+    #[serde(default)]
+    pub subdivision: BTreeMap<String, Vec<Spanned<String>>>,
+    #[serde(default)]
+    pub country: BTreeMap<String, Vec<Spanned<String>>>,
+    #[serde(default)]
+    pub continent: BTreeMap<String, Vec<Spanned<String>>>,
+    /// Nearest mode: pools with a `location`, ordered by distance.
+    #[serde(default)]
+    pub nearest: Option<Vec<Spanned<String>>>,
+}
+
+#[derive(Debug, Deserialize, Clone, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CheckCfg {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub port: Option<u16>,
+    #[serde(default)]
+    pub interval_ms: Option<u64>,
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub rise: Option<u32>,
+    #[serde(default)]
+    pub fall: Option<u32>,
+    #[serde(default)]
+    pub path: Option<String>,
+    #[serde(default)]
+    pub host: Option<String>,
+    #[serde(default)]
+    pub expect_status: Option<Vec<String>>,
+    #[serde(default)]
+    pub expect_body: Option<String>,
+    #[serde(default)]
+    pub tls_verify: Option<bool>,
+    #[serde(default)]
+    pub unknown_is_up: Option<bool>,
+}
+
+/// A config file read from disk, with the text kept for line numbers.
+pub struct Source {
+    pub path: PathBuf,
+    pub text: String,
+}
+
+impl Source {
+    pub fn read(path: &Path) -> Result<Source, LocatedError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| LocatedError::new(path, 0, format!("cannot read config: {e}")))?;
+        Ok(Source {
+            path: path.to_path_buf(),
+            text,
+        })
+    }
+
+    /// Error at the start of a span.
+    pub fn err(&self, span: std::ops::Range<usize>, msg: impl Into<String>) -> LocatedError {
+        let line = if span.start == 0 && span.end == 0 {
+            0
+        } else {
+            line_of(&self.text, span.start)
+        };
+        LocatedError::new(&self.path, line, msg)
+    }
+
+    /// A path in the config, relative to the config file's folder.
+    pub fn resolve(&self, p: &str) -> PathBuf {
+        let p = Path::new(p);
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.path.parent().unwrap_or(Path::new(".")).join(p)
+        }
+    }
+
+    pub fn parse(&self) -> Result<ConfigFile, LocatedError> {
+        toml::from_str(&self.text).map_err(|e| {
+            let line = e.span().map(|s| line_of(&self.text, s.start)).unwrap_or(0);
+            LocatedError::new(&self.path, line, e.message().trim().to_string())
+        })
+    }
+}
+
+/// Parse a listen address, accepting `[v6]:port`, `v4:port` and a bare address (port 53).
+pub fn parse_listen(s: &str) -> Option<SocketAddr> {
+    if let Ok(sa) = s.parse::<SocketAddr>() {
+        return Some(sa);
+    }
+    s.trim_matches(|c| c == '[' || c == ']')
+        .parse::<IpAddr>()
+        .ok()
+        .map(|ip| SocketAddr::new(ip, 53))
+}

@@ -1,0 +1,510 @@
+//! Builds the immutable serving state from a config file: zones, pools,
+//! names bound to pools or geo rules, and the geo decision blocks. A new
+//! `Engine` is built for every reload and swapped in whole.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use hickory_proto::rr::Name;
+use toml::Spanned;
+
+use crate::config::{ConfigFile, PoolCfg, Source};
+use crate::error::LocatedError;
+use crate::geo::{GeoDb, GeoMap, RuleSet, Schema};
+use crate::health::{CheckSpec, HealthTable};
+use crate::pool::{Member, Mode, Pool, MAX_MEMBERS, MAX_SOME};
+use crate::wire::{TYPE_A, TYPE_AAAA, TYPE_CNAME};
+use crate::zone::{is_subdomain, name_text, wire_name, Zone};
+
+/// What to answer when every candidate pool is down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllDown {
+    /// Every member of the first pool, regardless of health (fail open).
+    All,
+    /// NODATA with the SOA.
+    Empty,
+    Servfail,
+}
+
+#[derive(Debug, Clone)]
+pub enum Target {
+    Pool(usize),
+    Geo(Box<GeoMap>),
+}
+
+/// A name answered from pools.
+#[derive(Debug, Clone)]
+pub struct Binding {
+    pub name: String,
+    pub mode: Mode,
+    pub ttl: u32,
+    pub degraded_ttl: u32,
+    pub when_all_down: AllDown,
+    pub target: Target,
+    /// First of two rotation slots (IPv4, IPv6).
+    pub slot: usize,
+}
+
+pub struct Engine {
+    pub config_path: PathBuf,
+    pub zones: Vec<Zone>,
+    /// Zone apex (lower-cased wire) to index in `zones`.
+    pub zone_index: HashMap<Box<[u8]>, usize>,
+    pub pools: Vec<Pool>,
+    pub bindings: Vec<Binding>,
+    pub geo: Option<Arc<GeoDb>>,
+    pub geo_path: Option<PathBuf>,
+    pub health: Arc<HealthTable>,
+    /// Distinct health check targets, in health-table order.
+    pub checks: Vec<CheckSpec>,
+    pub payload: u16,
+    pub generation: u64,
+    pub listen: Vec<String>,
+    pub log: String,
+    pub workers: usize,
+    pub tcp_idle_ms: u64,
+    pub tcp_max: usize,
+    pub http_listen: Option<String>,
+}
+
+static GENERATION: AtomicU64 = AtomicU64::new(1);
+
+fn num<T: Copy + Into<i64>>(v: &Spanned<T>) -> (i64, std::ops::Range<usize>) {
+    ((*v.get_ref()).into(), v.span())
+}
+
+impl Engine {
+    /// Load and check everything a config refers to.
+    pub fn load(path: &Path) -> Result<Engine, LocatedError> {
+        Self::load_with(path, None)
+    }
+
+    /// Load, keeping health state from `prev` for checks that did not change.
+    pub fn load_with(path: &Path, prev: Option<&Engine>) -> Result<Engine, LocatedError> {
+        let src = Source::read(path)?;
+        let cfg = src.parse()?;
+        build(&src, cfg, prev)
+    }
+
+    pub fn zone_for(&self, name: &[u8]) -> Option<&Zone> {
+        let mut w = name;
+        loop {
+            if let Some(&i) = self.zone_index.get(w) {
+                return Some(&self.zones[i]);
+            }
+            w = crate::zone::parent(w)?;
+        }
+    }
+
+    /// Is this member usable right now?
+    #[inline]
+    pub fn member_up(&self, m: &Member) -> bool {
+        self.health.is_up(m.health)
+    }
+}
+
+fn build(src: &Source, cfg: ConfigFile, prev: Option<&Engine>) -> Result<Engine, LocatedError> {
+    let (payload, pspan) = num(&cfg.server.edns_udp_payload);
+    if payload < 512 {
+        return Err(src.err(pspan, "edns_udp_payload must be at least 512"));
+    }
+    for l in &cfg.server.listen {
+        if crate::config::parse_listen(l.get_ref()).is_none() {
+            return Err(src.err(l.span(), format!("bad listen address {:?}", l.get_ref())));
+        }
+    }
+
+    // Zones.
+    let mut zones = Vec::new();
+    let mut zone_index = HashMap::new();
+    for z in &cfg.zone {
+        let zc = z.get_ref();
+        let origin = Name::from_ascii(&zc.origin)
+            .map(|mut n| {
+                n.set_fqdn(true);
+                n
+            })
+            .map_err(|e| src.err(z.span(), format!("bad zone origin {:?}: {e}", zc.origin)))?;
+        let file = src.resolve(&zc.file);
+        let zone = Zone::load(&origin, &file)?;
+        if zone_index
+            .insert(zone.origin.clone(), zones.len())
+            .is_some()
+        {
+            return Err(src.err(z.span(), format!("zone {} is listed twice", zone.origin_text)));
+        }
+        zones.push(zone);
+    }
+
+    // Health checks named in the config.
+    let mut health_specs: Vec<CheckSpec> = Vec::new();
+    let mut spec_index: HashMap<CheckSpec, u32> = HashMap::new();
+    let checks = crate::health::parse_checks(src, &cfg.check)?;
+
+    // Pools.
+    let mut pools = Vec::new();
+    let mut pool_index = HashMap::new();
+    for (name, p) in &cfg.pool {
+        let pool = build_pool(
+            src,
+            name,
+            p,
+            &checks,
+            &mut health_specs,
+            &mut spec_index,
+        )?;
+        pool_index.insert(name.clone(), pools.len());
+        pools.push(pool);
+    }
+
+    // Geo database.
+    let (geo, geo_path) = match &cfg.geo {
+        None => (None, None),
+        Some(g) => {
+            let schema = match g.schema.get_ref().as_str() {
+                "auto" => Schema::Auto,
+                "maxmind" => Schema::MaxMind,
+                "flat" => Schema::Flat,
+                other => {
+                    return Err(src.err(
+                        g.schema.span(),
+                        format!("unknown geo schema {other:?} (auto, maxmind or flat)"),
+                    ))
+                }
+            };
+            let p = src.resolve(g.database.get_ref());
+            let db = GeoDb::open(&p, schema)
+                .map_err(|e| src.err(g.database.span(), format!("{}: {e}", p.display())))?;
+            (Some(Arc::new(db)), Some(p))
+        }
+    };
+
+    // Names bound to pools.
+    let mut bindings = Vec::new();
+    for (name, nc) in &cfg.name {
+        let span = nc.span();
+        let n = nc.get_ref();
+        let parsed = Name::from_ascii(name)
+            .map(|mut x| {
+                x.set_fqdn(true);
+                x
+            })
+            .map_err(|e| src.err(span.clone(), format!("bad name {name:?}: {e}")))?;
+        let w = wire_name(&parsed);
+        let zi = {
+            let mut found = None;
+            let mut cur: &[u8] = &w;
+            loop {
+                if let Some(&i) = zone_index.get(cur) {
+                    found = Some(i);
+                    break;
+                }
+                match crate::zone::parent(cur) {
+                    Some(p) => cur = p,
+                    None => break,
+                }
+            }
+            found.ok_or_else(|| {
+                src.err(span.clone(), format!("{} is not in any served zone", name_text(&w)))
+            })?
+        };
+        let zone = &mut zones[zi];
+        if let Some(node) = zone.get(&w) {
+            for (t, f, l) in &node.origins {
+                if *t == TYPE_A || *t == TYPE_AAAA || *t == TYPE_CNAME {
+                    return Err(src.err(
+                        span.clone(),
+                        format!(
+                            "{} is bound to a pool but {}:{} has {} data at the same name",
+                            name_text(&w),
+                            f.display(),
+                            l,
+                            if *t == TYPE_CNAME { "CNAME" } else { "address" }
+                        ),
+                    ));
+                }
+            }
+        }
+        // A bound name at or below a zone cut would never be answered.
+        let mut cur: &[u8] = &w;
+        while cur != &*zone.origin {
+            if zone.get(cur).map(|x| x.cut).unwrap_or(false) {
+                return Err(src.err(
+                    span.clone(),
+                    format!("{} is at or below a delegation", name_text(&w)),
+                ));
+            }
+            cur = crate::zone::parent(cur).unwrap_or(&zone.origin);
+        }
+        let mode = match n.mode.get_ref().as_str() {
+            "all" => Mode::All,
+            "rotate" => Mode::Rotate,
+            "one" => Mode::One,
+            "some" => {
+                let k = n.count.as_ref().map(|c| (*c.get_ref(), c.span()));
+                let k = match k {
+                    None => 2,
+                    Some((k, s)) => {
+                        if !(1..=MAX_SOME as i64).contains(&k) {
+                            return Err(src.err(s, format!("count must be 1..={MAX_SOME}")));
+                        }
+                        k
+                    }
+                };
+                Mode::Some(k as u8)
+            }
+            other => {
+                return Err(src.err(
+                    n.mode.span(),
+                    format!("unknown mode {other:?} (all, rotate, one or some)"),
+                ))
+            }
+        };
+        if n.count.is_some() && !matches!(mode, Mode::Some(_)) {
+            return Err(src.err(
+                n.count.as_ref().unwrap().span(),
+                "count applies only to mode \"some\"",
+            ));
+        }
+        let ttl = ranged(src, &n.ttl, 30, 1, 86400, "ttl")?;
+        let degraded_ttl = ranged(src, &n.degraded_ttl, 10.min(ttl as i64), 1, 86400, "degraded_ttl")?;
+        let when_all_down = match n.when_all_down.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
+            None | Some(("all", _)) => AllDown::All,
+            Some(("empty", _)) => AllDown::Empty,
+            Some(("servfail", _)) => AllDown::Servfail,
+            Some((other, s)) => {
+                return Err(src.err(
+                    s,
+                    format!("unknown when_all_down {other:?} (all, empty or servfail)"),
+                ))
+            }
+        };
+        let lookup_pool = |p: &Spanned<String>| -> Result<usize, LocatedError> {
+            pool_index
+                .get(p.get_ref())
+                .copied()
+                .ok_or_else(|| src.err(p.span(), format!("unknown pool {:?}", p.get_ref())))
+        };
+        let target = match (&n.pool, &n.geo) {
+            (Some(p), None) => Target::Pool(lookup_pool(p)?),
+            (None, Some(g)) => {
+                let list = |v: &Vec<Spanned<String>>| -> Result<Vec<usize>, LocatedError> {
+                    if v.is_empty() {
+                        return Err(src.err(span.clone(), "an empty pool list"));
+                    }
+                    v.iter().map(lookup_pool).collect()
+                };
+                let mut rules = RuleSet {
+                    default: match &g.default {
+                        Some(d) => list(d)?,
+                        None => {
+                            return Err(src.err(
+                                span.clone(),
+                                format!("geo name {name} needs a default pool list"),
+                            ))
+                        }
+                    },
+                    ..RuleSet::default()
+                };
+                for (net, v) in &g.nets {
+                    let parsed: ipnet::IpNet = net.parse().map_err(|_| {
+                        src.err(span.clone(), format!("bad network {net:?} in nets"))
+                    })?;
+                    if parsed.trunc() != parsed {
+                        return Err(src.err(
+                            span.clone(),
+                            format!("network {net} has host bits set (did you mean {})?", parsed.trunc()),
+                        ));
+                    }
+                    rules.nets.push((parsed, list(v)?));
+                }
+                for (k, v) in &g.subdivision {
+                    rules.subdivision.insert(k.to_ascii_uppercase(), list(v)?);
+                }
+                for (k, v) in &g.country {
+                    rules.country.insert(k.to_ascii_uppercase(), list(v)?);
+                }
+                for (k, v) in &g.continent {
+                    rules.continent.insert(k.to_ascii_uppercase(), list(v)?);
+                }
+                if let Some(near) = &g.nearest {
+                    let mut out = Vec::new();
+                    for p in near {
+                        let i = lookup_pool(p)?;
+                        let Some((lat, lon)) = pools[i].location else {
+                            return Err(src.err(
+                                p.span(),
+                                format!("pool {:?} has no location for nearest mode", p.get_ref()),
+                            ));
+                        };
+                        out.push((i, lat, lon));
+                    }
+                    rules.nearest = Some(out);
+                }
+                let needs_db = !rules.subdivision.is_empty()
+                    || !rules.country.is_empty()
+                    || !rules.continent.is_empty()
+                    || rules.nearest.is_some();
+                if needs_db && geo.is_none() {
+                    return Err(src.err(
+                        span.clone(),
+                        format!("geo name {name} uses locations but the config has no [geo] database"),
+                    ));
+                }
+                Target::Geo(Box::new(GeoMap::compile(geo.as_deref(), &rules)))
+            }
+            (Some(_), Some(_)) => {
+                return Err(src.err(span.clone(), "a name has either pool or geo, not both"))
+            }
+            (None, None) => {
+                return Err(src.err(span.clone(), "a name needs a pool or geo rules"))
+            }
+        };
+        let node = zone.node_id(&w);
+        zone.nodes[node as usize].dynamic = Some(bindings.len() as u32);
+        bindings.push(Binding {
+            name: name_text(&w),
+            mode,
+            ttl,
+            degraded_ttl,
+            when_all_down,
+            target,
+            slot: bindings.len() * 2,
+        });
+    }
+
+    let health = Arc::new(HealthTable::new(&health_specs, prev.map(|p| (&*p.health, &p.checks[..]))));
+    Ok(Engine {
+        config_path: src.path.clone(),
+        zones,
+        zone_index,
+        pools,
+        bindings,
+        geo,
+        geo_path,
+        health,
+        checks: health_specs,
+        payload: payload as u16,
+        generation: GENERATION.fetch_add(1, Ordering::Relaxed),
+        listen: cfg.server.listen.iter().map(|l| l.get_ref().clone()).collect(),
+        log: cfg.server.log.clone(),
+        workers: cfg.server.workers,
+        tcp_idle_ms: cfg.server.tcp_idle_timeout_ms,
+        tcp_max: cfg.server.tcp_max_connections,
+        http_listen: cfg.server.http_listen.as_ref().map(|s| s.get_ref().clone()),
+    })
+}
+
+fn ranged(
+    src: &Source,
+    v: &Option<Spanned<i64>>,
+    default: i64,
+    lo: i64,
+    hi: i64,
+    what: &str,
+) -> Result<u32, LocatedError> {
+    match v {
+        None => Ok(default as u32),
+        Some(s) => {
+            let x = *s.get_ref();
+            if x < lo || x > hi {
+                Err(src.err(s.span(), format!("{what} must be {lo}..={hi}, not {x}")))
+            } else {
+                Ok(x as u32)
+            }
+        }
+    }
+}
+
+fn build_pool(
+    src: &Source,
+    name: &str,
+    p: &Spanned<PoolCfg>,
+    checks: &BTreeMap<String, crate::health::Check>,
+    specs: &mut Vec<CheckSpec>,
+    spec_index: &mut HashMap<CheckSpec, u32>,
+) -> Result<Pool, LocatedError> {
+    let pc = p.get_ref();
+    if pc.members.is_empty() {
+        return Err(src.err(p.span(), format!("pool {name:?} is empty")));
+    }
+    let default_check = match &pc.check {
+        None => None,
+        Some(c) => Some(
+            checks
+                .get(c.get_ref())
+                .ok_or_else(|| src.err(c.span(), format!("unknown check {:?}", c.get_ref())))?
+                .clone(),
+        ),
+    };
+    let mut pool = Pool {
+        name: name.to_string(),
+        v4: Vec::new(),
+        v6: Vec::new(),
+        location: pc.location.map(|[a, b]| (a, b)),
+        min_up: pc.min_up.unwrap_or(1.0),
+    };
+    if pool.min_up <= 0.0 {
+        return Err(src.err(p.span(), "min_up must be a count >= 1 or a fraction in (0, 1)"));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for m in &pc.members {
+        let (addr, weight, check, port) = match m.get_ref() {
+            crate::config::MemberCfg::Addr(a) => (a.as_str(), None, None, None),
+            crate::config::MemberCfg::Full {
+                address,
+                weight,
+                check,
+                port,
+            } => (address.as_str(), *weight, check.as_deref(), *port),
+        };
+        let ip: IpAddr = addr
+            .parse()
+            .map_err(|_| src.err(m.span(), format!("bad member address {addr:?}")))?;
+        let weight = weight.unwrap_or(1);
+        if !(1..=65535).contains(&weight) {
+            return Err(src.err(m.span(), format!("weight must be 1..=65535, not {weight}")));
+        }
+        if !seen.insert(ip) {
+            return Err(src.err(m.span(), format!("member {ip} is listed twice in pool {name:?}")));
+        }
+        let check = match check {
+            Some(c) => Some(
+                checks
+                    .get(c)
+                    .ok_or_else(|| src.err(m.span(), format!("unknown check {c:?}")))?
+                    .clone(),
+            ),
+            None => default_check.clone(),
+        };
+        let spec = CheckSpec::new(ip, port, check);
+        let h = *spec_index.entry(spec.clone()).or_insert_with(|| {
+            specs.push(spec);
+            (specs.len() - 1) as u32
+        });
+        let member = Member {
+            addr: ip,
+            weight: weight as u32,
+            health: h,
+        };
+        match ip {
+            IpAddr::V4(_) => pool.v4.push(member),
+            IpAddr::V6(_) => pool.v6.push(member),
+        }
+        if pool.v4.len() > MAX_MEMBERS || pool.v6.len() > MAX_MEMBERS {
+            return Err(src.err(m.span(), format!("a pool holds at most {MAX_MEMBERS} members per family")));
+        }
+    }
+    Ok(pool)
+}
+
+/// Does `name` (wire) fall in a served zone? Used by tools.
+pub fn in_zone(engine: &Engine, name: &[u8]) -> bool {
+    engine
+        .zones
+        .iter()
+        .any(|z| is_subdomain(name, &z.origin))
+}

@@ -1,0 +1,123 @@
+//! The HTTP API: `GET /metrics` (Prometheus text format 0.0.4) and
+//! `GET /status` (JSON). Plain HTTP/1.1, one request per connection.
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::metrics::QTYPES;
+use crate::server::Shared;
+
+pub async fn serve(shared: Arc<Shared>, listener: tokio::net::TcpListener) {
+    loop {
+        let Ok((mut s, _)) = listener.accept().await else {
+            continue;
+        };
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 8192];
+            let mut n = 0;
+            loop {
+                let Ok(Ok(k)) = tokio::time::timeout(
+                    std::time::Duration::from_secs(5),
+                    s.read(&mut buf[n..]),
+                )
+                .await
+                else {
+                    return;
+                };
+                if k == 0 {
+                    return;
+                }
+                n += k;
+                if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") || n == buf.len() {
+                    break;
+                }
+            }
+            let req = String::from_utf8_lossy(&buf[..n]).to_string();
+            let mut parts = req.split_whitespace();
+            let method = parts.next().unwrap_or("");
+            let path = parts.next().unwrap_or("");
+            let (status, ctype, body) = route(&shared, method, path);
+            let resp = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = s.write_all(resp.as_bytes()).await;
+        });
+    }
+}
+
+fn route(shared: &Shared, method: &str, path: &str) -> (&'static str, &'static str, String) {
+    match (method, path) {
+        ("GET", "/metrics") => ("200 OK", "text/plain; version=0.0.4", metrics_text(shared)),
+        _ => ("404 Not Found", "text/plain", "not found\n".into()),
+    }
+}
+
+pub fn metrics_text(shared: &Shared) -> String {
+    let m = &shared.metrics;
+    let mut s = String::new();
+    let c = |v: &std::sync::atomic::AtomicU64| v.load(Ordering::Relaxed);
+    let _ = writeln!(s, "# HELP meridian_queries_total DNS queries received.");
+    let _ = writeln!(s, "# TYPE meridian_queries_total counter");
+    let _ = writeln!(s, "meridian_queries_total {}", c(&m.queries));
+    let _ = writeln!(s, "# TYPE meridian_dropped_total counter");
+    let _ = writeln!(s, "meridian_dropped_total {}", c(&m.dropped));
+    let _ = writeln!(s, "# TYPE meridian_truncated_total counter");
+    let _ = writeln!(s, "meridian_truncated_total {}", c(&m.truncated));
+    let _ = writeln!(s, "# TYPE meridian_ecs_queries_total counter");
+    let _ = writeln!(s, "meridian_ecs_queries_total {}", c(&m.ecs));
+    let _ = writeln!(s, "# HELP meridian_responses_total Responses by rcode.");
+    let _ = writeln!(s, "# TYPE meridian_responses_total counter");
+    for (i, v) in m.rcode.iter().enumerate() {
+        let v = c(v);
+        if v > 0 {
+            let _ = writeln!(s, "meridian_responses_total{{rcode=\"{}\"}} {v}", rcode_name(i));
+        }
+    }
+    let _ = writeln!(s, "# TYPE meridian_queries_by_type_total counter");
+    for (i, v) in m.qtype.iter().enumerate() {
+        let v = c(v);
+        if v > 0 {
+            let name = QTYPES.get(i).map(|x| x.1).unwrap_or("other");
+            let _ = writeln!(s, "meridian_queries_by_type_total{{qtype=\"{name}\"}} {v}");
+        }
+    }
+    let _ = writeln!(s, "# HELP meridian_ecs_scope_total ECS responses by returned scope prefix length.");
+    let _ = writeln!(s, "# TYPE meridian_ecs_scope_total counter");
+    for (i, v) in m.scope.iter().enumerate() {
+        let v = c(v);
+        if v > 0 {
+            let _ = writeln!(s, "meridian_ecs_scope_total{{scope=\"{i}\"}} {v}");
+        }
+    }
+    let e = shared.engine.load();
+    let _ = writeln!(s, "# TYPE meridian_pool_answers_total counter");
+    for (i, p) in e.pools.iter().enumerate() {
+        if let Some(v) = m.pool_answers.get(i) {
+            let _ = writeln!(s, "meridian_pool_answers_total{{pool=\"{}\"}} {}", p.name, c(v));
+        }
+    }
+    let _ = writeln!(s, "# TYPE meridian_reloads_total counter");
+    let _ = writeln!(s, "meridian_reloads_total{{result=\"ok\"}} {}", c(&m.reloads_ok));
+    let _ = writeln!(s, "meridian_reloads_total{{result=\"failed\"}} {}", c(&m.reloads_failed));
+    let _ = writeln!(s, "# TYPE meridian_tcp_rejected_total counter");
+    let _ = writeln!(s, "meridian_tcp_rejected_total {}", c(&m.tcp_rejected));
+    s
+}
+
+fn rcode_name(i: usize) -> String {
+    match i {
+        0 => "NOERROR".into(),
+        1 => "FORMERR".into(),
+        2 => "SERVFAIL".into(),
+        3 => "NXDOMAIN".into(),
+        4 => "NOTIMP".into(),
+        5 => "REFUSED".into(),
+        16 => "BADVERS".into(),
+        n => n.to_string(),
+    }
+}

@@ -1,0 +1,106 @@
+//! The `meridian` command: `serve`, `check` and `lookup`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use meridian::engine::Engine;
+
+#[derive(Parser)]
+#[command(name = "meridian", version, about = "Authoritative geo-DNS server")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Serve DNS over UDP and TCP.
+    Serve {
+        #[arg(long, short)]
+        config: PathBuf,
+        /// Listen address (repeatable); replaces the config's addresses.
+        #[arg(long, value_name = "ADDR:PORT")]
+        listen: Vec<String>,
+        /// UDP worker threads per address (default: the config's, or one per core).
+        #[arg(long)]
+        workers: Option<usize>,
+        /// HTTP listener for /metrics and /status ("none" turns it off); replaces the config's.
+        #[arg(long, value_name = "ADDR:PORT")]
+        http_listen: Option<String>,
+    },
+    /// Load and validate the config, zones and geo database, then exit.
+    Check {
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// Show how a name is answered for a client, without starting a server.
+    Lookup {
+        #[arg(long, short)]
+        config: PathBuf,
+        #[arg(long)]
+        name: String,
+        #[arg(long = "type", default_value = "A")]
+        qtype: String,
+        /// The client address or subnet, e.g. 8.8.8.0/24.
+        #[arg(long)]
+        client: String,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Check { config } => match Engine::load(&config) {
+            Ok(e) => {
+                println!("{}", meridian::summary::summary(&e));
+                ExitCode::SUCCESS
+            }
+            Err(err) => {
+                eprintln!("{err}");
+                ExitCode::from(1)
+            }
+        },
+        Cmd::Serve {
+            config,
+            listen,
+            workers,
+            http_listen,
+        } => {
+            let mut addrs: Vec<SocketAddr> = Vec::new();
+            for l in &listen {
+                match meridian::config::parse_listen(l) {
+                    Some(a) => addrs.push(a),
+                    None => {
+                        eprintln!("meridian: bad --listen address {l:?}");
+                        return ExitCode::from(2);
+                    }
+                }
+            }
+            match meridian::run::serve(&config, addrs, workers, http_listen) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("{e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Cmd::Lookup {
+            config,
+            name,
+            qtype,
+            client,
+        } => match meridian::summary::lookup(&config, &name, &qtype, &client) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::from(1)
+            }
+        },
+    }
+}

@@ -1,0 +1,265 @@
+//! Address pools and the answer modes that pick from them: the whole set
+//! shuffled (`all`), rotated by smooth weighted round robin (`rotate`), one
+//! weighted pick (`one`) or K weighted picks without replacement (`some`).
+//!
+//! Randomness and rotation state are per thread: each worker has its own
+//! generator and its own rotation cursors, so no lock or shared cache line is
+//! touched per query. With several workers, each one rotates on its own.
+
+use std::cell::RefCell;
+use std::net::IpAddr;
+
+/// Most members of one family a pool may hold (answers are built on the stack).
+pub const MAX_MEMBERS: usize = 256;
+/// Most members `some` may return.
+pub const MAX_SOME: usize = 8;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    All,
+    Rotate,
+    One,
+    Some(u8),
+}
+
+#[derive(Debug, Clone)]
+pub struct Member {
+    pub addr: IpAddr,
+    pub weight: u32,
+    /// Index into the health table.
+    pub health: u32,
+}
+
+impl Member {
+    /// RDATA octets of the A or AAAA record.
+    pub fn rdata(&self, out: &mut [u8; 16]) -> usize {
+        match self.addr {
+            IpAddr::V4(a) => {
+                out[..4].copy_from_slice(&a.octets());
+                4
+            }
+            IpAddr::V6(a) => {
+                *out = a.octets();
+                16
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Pool {
+    pub name: String,
+    pub v4: Vec<Member>,
+    pub v6: Vec<Member>,
+    pub location: Option<(f64, f64)>,
+    /// Members that must be up for the pool to be up (count, or fraction < 1).
+    pub min_up: f64,
+}
+
+impl Pool {
+    pub fn family(&self, v6: bool) -> &[Member] {
+        if v6 {
+            &self.v6
+        } else {
+            &self.v4
+        }
+    }
+
+    /// Is this family of the pool up, given each member's state?
+    pub fn is_up(&self, v6: bool, up: &impl Fn(&Member) -> bool) -> (bool, usize) {
+        let members = self.family(v6);
+        let n = members.iter().filter(|m| up(m)).count();
+        let need = if self.min_up < 1.0 {
+            (self.min_up * members.len() as f64).ceil().max(1.0) as usize
+        } else {
+            self.min_up as usize
+        };
+        (n >= need && n > 0, n)
+    }
+}
+
+/// A fast non-cryptographic generator (wyrand), one per thread.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn seeded() -> Rng {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        let local = 0u8;
+        Rng(t ^ (&local as *const u8 as u64).rotate_left(32) ^ 0x9E37_79B9_7F4A_7C15)
+    }
+
+    #[inline]
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0xA076_1D64_78BD_642F);
+        let t = (self.0 as u128).wrapping_mul((self.0 ^ 0xE703_7ED1_A0B4_28DB) as u128);
+        ((t >> 64) ^ t) as u64
+    }
+
+    /// Uniform in 0..n (n > 0), by multiply-shift.
+    #[inline]
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((self.next() as u128 * n as u128) >> 64) as u64
+    }
+}
+
+struct ThreadState {
+    rng: Rng,
+    generation: u64,
+    /// Smooth weighted round robin counters, one vector per rotation slot.
+    cursors: Vec<Vec<i64>>,
+}
+
+thread_local! {
+    static STATE: RefCell<ThreadState> = RefCell::new(ThreadState {
+        rng: Rng::seeded(),
+        generation: u64::MAX,
+        cursors: Vec::new(),
+    });
+}
+
+/// Pick members of `members` by `mode` into `out` (indices into `members`).
+/// `up` says which members may be used. `slot` names this name and family's
+/// rotation cursor; `generation` resets cursors after a reload.
+pub fn select(
+    members: &[Member],
+    mode: Mode,
+    up: &impl Fn(&Member) -> bool,
+    slot: usize,
+    generation: u64,
+    out: &mut [u16; MAX_MEMBERS],
+) -> usize {
+    let mut cand = [0u16; MAX_MEMBERS];
+    let mut n = 0;
+    for (i, m) in members.iter().enumerate().take(MAX_MEMBERS) {
+        if up(m) {
+            cand[n] = i as u16;
+            n += 1;
+        }
+    }
+    if n == 0 {
+        return 0;
+    }
+    STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        let rng = &mut s.rng as *mut Rng;
+        // SAFETY: `rng` and `cursors` are disjoint fields of the same borrow.
+        let rng = unsafe { &mut *rng };
+        match mode {
+            Mode::All => {
+                out[..n].copy_from_slice(&cand[..n]);
+                for i in (1..n).rev() {
+                    let j = rng.below(i as u64 + 1) as usize;
+                    out.swap(i, j);
+                }
+                n
+            }
+            Mode::One => {
+                out[0] = cand[weighted_pick(members, &cand[..n], rng)];
+                1
+            }
+            Mode::Some(k) => {
+                let k = (k as usize).min(n);
+                let mut pool = cand;
+                let mut left = n;
+                for o in out.iter_mut().take(k) {
+                    let i = weighted_pick(members, &pool[..left], rng);
+                    *o = pool[i];
+                    pool[i] = pool[left - 1];
+                    left -= 1;
+                }
+                for i in (1..k).rev() {
+                    let j = rng.below(i as u64 + 1) as usize;
+                    out.swap(i, j);
+                }
+                k
+            }
+            Mode::Rotate => {
+                if s.generation != generation {
+                    s.generation = generation;
+                    s.cursors.clear();
+                }
+                if s.cursors.len() <= slot {
+                    s.cursors.resize(slot + 1, Vec::new());
+                }
+                let cur = &mut s.cursors[slot];
+                if cur.len() != members.len() {
+                    *cur = vec![0; members.len()];
+                }
+                // Smooth weighted round robin (nginx): the first member.
+                let mut total = 0i64;
+                let mut best = 0usize;
+                for (k, &c) in cand[..n].iter().enumerate() {
+                    let w = members[c as usize].weight as i64;
+                    cur[c as usize] += w;
+                    total += w;
+                    if cur[c as usize] > cur[cand[best] as usize] {
+                        best = k;
+                    }
+                }
+                cur[cand[best] as usize] -= total;
+                for i in 0..n {
+                    out[i] = cand[(best + i) % n];
+                }
+                n
+            }
+        }
+    })
+}
+
+/// Index into `cand` chosen with probability proportional to weight.
+fn weighted_pick(members: &[Member], cand: &[u16], rng: &mut Rng) -> usize {
+    let total: u64 = cand.iter().map(|&c| members[c as usize].weight as u64).sum();
+    let mut r = rng.below(total);
+    for (i, &c) in cand.iter().enumerate() {
+        let w = members[c as usize].weight as u64;
+        if r < w {
+            return i;
+        }
+        r -= w;
+    }
+    cand.len() - 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn members(weights: &[u32]) -> Vec<Member> {
+        weights
+            .iter()
+            .enumerate()
+            .map(|(i, &w)| Member {
+                addr: IpAddr::from([192, 0, 2, i as u8 + 1]),
+                weight: w,
+                health: i as u32,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn smooth_weighted_round_robin_order() {
+        let m = members(&[5, 1, 1]);
+        let mut out = [0u16; MAX_MEMBERS];
+        let firsts: Vec<u16> = (0..7)
+            .map(|_| {
+                select(&m, Mode::Rotate, &|_| true, 0, 7, &mut out);
+                out[0]
+            })
+            .collect();
+        assert_eq!(firsts, vec![0, 0, 1, 0, 2, 0, 0]);
+    }
+
+    #[test]
+    fn some_is_distinct() {
+        let m = members(&[1, 2, 3, 4]);
+        let mut out = [0u16; MAX_MEMBERS];
+        for _ in 0..1000 {
+            let n = select(&m, Mode::Some(2), &|_| true, 0, 1, &mut out);
+            assert_eq!(n, 2);
+            assert_ne!(out[0], out[1]);
+        }
+    }
+}

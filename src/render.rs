@@ -1,0 +1,195 @@
+//! Writes response messages into a caller-owned buffer with name compression
+//! (RFC 1035 §4.1.4), without allocating. The question is copied as received,
+//! so every name in it can be a compression target.
+
+use crate::zone::{Chunk, RRset};
+
+const MAX_TARGETS: usize = 48;
+
+/// A response under construction. Offsets are from the start of the message.
+pub struct Writer<'b> {
+    pub buf: &'b mut [u8],
+    pub len: usize,
+    /// Set when a write did not fit; the caller then truncates.
+    pub overflow: bool,
+    targets: [u16; MAX_TARGETS],
+    ntargets: usize,
+    pub an: u16,
+    pub ns: u16,
+    pub ar: u16,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Section {
+    Answer,
+    Authority,
+    Additional,
+}
+
+impl<'b> Writer<'b> {
+    pub fn new(buf: &'b mut [u8]) -> Writer<'b> {
+        Writer {
+            buf,
+            len: 0,
+            overflow: false,
+            targets: [0; MAX_TARGETS],
+            ntargets: 0,
+            an: 0,
+            ns: 0,
+            ar: 0,
+        }
+    }
+
+    #[inline]
+    pub fn put(&mut self, b: &[u8]) {
+        let end = self.len + b.len();
+        if end > self.buf.len() {
+            self.overflow = true;
+            return;
+        }
+        self.buf[self.len..end].copy_from_slice(b);
+        self.len = end;
+    }
+
+    #[inline]
+    pub fn put_u16(&mut self, v: u16) {
+        self.put(&v.to_be_bytes());
+    }
+
+    #[inline]
+    pub fn put_u32(&mut self, v: u32) {
+        self.put(&v.to_be_bytes());
+    }
+
+    /// Remember a name written at `off` (and its suffixes) as a target.
+    pub fn add_target(&mut self, off: usize) {
+        if off < 0x3FFF && self.ntargets < MAX_TARGETS {
+            self.targets[self.ntargets] = off as u16;
+            self.ntargets += 1;
+        }
+    }
+
+    /// Register every label of an uncompressed name at `off` as a target.
+    pub fn add_name_targets(&mut self, off: usize) {
+        let mut i = off;
+        while i < self.len && self.buf[i] != 0 && self.buf[i] & 0xC0 == 0 {
+            self.add_target(i);
+            i += 1 + self.buf[i] as usize;
+        }
+    }
+
+    /// Does the name at `off` in the buffer equal `name` (wire, any case)?
+    fn matches_at(&self, mut off: usize, name: &[u8]) -> bool {
+        let mut j = 0;
+        let mut hops = 0;
+        loop {
+            let Some(&l) = self.buf.get(off) else {
+                return false;
+            };
+            if l & 0xC0 == 0xC0 {
+                hops += 1;
+                if hops > 16 || off + 1 >= self.len {
+                    return false;
+                }
+                off = (u16::from_be_bytes([l, self.buf[off + 1]]) & 0x3FFF) as usize;
+                continue;
+            }
+            let Some(&nl) = name.get(j) else {
+                return false;
+            };
+            if l != nl {
+                return false;
+            }
+            if l == 0 {
+                return true;
+            }
+            let l = l as usize;
+            if off + 1 + l > self.len || j + 1 + l > name.len() {
+                return false;
+            }
+            if !self.buf[off + 1..off + 1 + l].eq_ignore_ascii_case(&name[j + 1..j + 1 + l]) {
+                return false;
+            }
+            off += 1 + l;
+            j += 1 + l;
+        }
+    }
+
+    /// Write a wire name, compressing against names already written.
+    pub fn put_name(&mut self, name: &[u8]) {
+        let mut i = 0;
+        while i < name.len() && name[i] != 0 {
+            let suffix = &name[i..];
+            if let Some(t) = (0..self.ntargets)
+                .map(|k| self.targets[k])
+                .find(|&t| self.matches_at(t as usize, suffix))
+            {
+                self.put_u16(0xC000 | t);
+                return;
+            }
+            let here = self.len;
+            let l = name[i] as usize;
+            self.put(&name[i..i + 1 + l]);
+            self.add_target(here);
+            i += 1 + l;
+        }
+        self.put(&[0]);
+    }
+
+    fn bump(&mut self, s: Section) {
+        match s {
+            Section::Answer => self.an += 1,
+            Section::Authority => self.ns += 1,
+            Section::Additional => self.ar += 1,
+        }
+    }
+
+    /// Write one record whose owner is already at `owner` (a compression pointer).
+    pub fn put_record_at(&mut self, s: Section, owner: u16, rtype: u16, ttl: u32, rdata: &[u8]) {
+        self.put_u16(0xC000 | owner);
+        self.put_u16(rtype);
+        self.put_u16(crate::wire::CLASS_IN);
+        self.put_u32(ttl);
+        self.put_u16(rdata.len() as u16);
+        self.put(rdata);
+        self.bump(s);
+    }
+
+    /// Write an RRset with the given owner name and TTL.
+    pub fn put_rrset(&mut self, s: Section, owner: &[u8], set: &RRset, ttl: u32) {
+        for rd in &set.rdatas {
+            self.put_name(owner);
+            self.put_u16(set.rtype);
+            self.put_u16(crate::wire::CLASS_IN);
+            self.put_u32(ttl);
+            let len_at = self.len;
+            self.put_u16(0);
+            for c in &rd.0 {
+                match c {
+                    Chunk::Bytes(b) => self.put(b),
+                    Chunk::Name(n) => self.put_name(n),
+                }
+            }
+            if self.overflow {
+                return;
+            }
+            let rdlen = (self.len - len_at - 2) as u16;
+            self.buf[len_at..len_at + 2].copy_from_slice(&rdlen.to_be_bytes());
+            self.bump(s);
+        }
+    }
+
+    /// Forget compression targets past `len` (after a rollback).
+    pub fn truncate(&mut self, len: usize) {
+        self.len = len;
+        self.overflow = false;
+        let mut k = 0;
+        for i in 0..self.ntargets {
+            if (self.targets[i] as usize) < len {
+                self.targets[k] = self.targets[i];
+                k += 1;
+            }
+        }
+        self.ntargets = k;
+    }
+}

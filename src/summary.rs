@@ -1,0 +1,34 @@
+//! Human-readable reports: the `check` summary and the `lookup` explanation.
+
+use std::path::Path;
+
+use crate::engine::{Engine, Target};
+
+pub fn summary(e: &Engine) -> String {
+    let mut s = String::new();
+    s.push_str(&format!("config {} is valid\n", e.config_path.display()));
+    for z in &e.zones {
+        s.push_str(&format!(
+            "zone {}: {} records, {} names\n",
+            z.origin_text,
+            z.record_count,
+            z.nodes.len()
+        ));
+    }
+    s.push_str(&format!("pools: {}\n", e.pools.len()));
+    for b in &e.bindings {
+        let kind = match &b.target {
+            Target::Pool(p) => format!("pool {}", e.pools[*p].name),
+            Target::Geo(_) => "geo".to_string(),
+        };
+        s.push_str(&format!(
+            "name {}: {kind}, mode {:?}, ttl {}\n",
+            b.name, b.mode, b.ttl
+        ));
+    }
+    s.trim_end().to_string()
+}
+
+pub fn lookup(_config: &Path, _name: &str, _qtype: &str, _client: &str) -> Result<String, String> {
+    Err("lookup: not yet".into())
+}

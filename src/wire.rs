@@ -1,0 +1,419 @@
+//! Zero-allocation query parsing: the header, the one question and the OPT
+//! pseudo-record (RFC 1035 §4.1, RFC 6891 §6.1). Everything else in a query is
+//! skipped after bounds checks. The hot path never builds a full `Message`.
+
+use crate::ecs::{ClientSubnet, EcsError};
+
+pub const MAX_NAME: usize = 255;
+pub const MAX_LABELS: usize = 128;
+
+pub const TYPE_A: u16 = 1;
+pub const TYPE_NS: u16 = 2;
+pub const TYPE_CNAME: u16 = 5;
+pub const TYPE_SOA: u16 = 6;
+pub const TYPE_AAAA: u16 = 28;
+pub const TYPE_OPT: u16 = 41;
+pub const TYPE_DS: u16 = 43;
+pub const TYPE_IXFR: u16 = 251;
+pub const TYPE_AXFR: u16 = 252;
+pub const TYPE_ANY: u16 = 255;
+pub const CLASS_IN: u16 = 1;
+pub const CLASS_CH: u16 = 3;
+
+pub const RCODE_NOERROR: u16 = 0;
+pub const RCODE_FORMERR: u16 = 1;
+pub const RCODE_SERVFAIL: u16 = 2;
+pub const RCODE_NXDOMAIN: u16 = 3;
+pub const RCODE_NOTIMP: u16 = 4;
+pub const RCODE_REFUSED: u16 = 5;
+/// Extended rcode 16 (RFC 6891 §6.1.3): upper bits 1, header bits 0.
+pub const RCODE_BADVERS: u16 = 16;
+
+const OPT_ECS: u16 = 8;
+
+/// A domain name in wire form, lower-cased, with the offset of each label.
+#[derive(Clone)]
+pub struct WireName {
+    pub bytes: [u8; MAX_NAME],
+    pub len: usize,
+    pub labels: [u8; MAX_LABELS],
+    pub nlabels: usize,
+}
+
+impl Default for WireName {
+    fn default() -> Self {
+        WireName {
+            bytes: [0; MAX_NAME],
+            len: 0,
+            labels: [0; MAX_LABELS],
+            nlabels: 0,
+        }
+    }
+}
+
+impl WireName {
+    /// Fill from uncompressed wire bytes (which must be a valid name).
+    pub fn set(&mut self, wire: &[u8]) -> bool {
+        self.len = 0;
+        self.nlabels = 0;
+        let mut i = 0;
+        loop {
+            let Some(&l) = wire.get(i) else { return false };
+            if l == 0 {
+                if i + 1 > MAX_NAME {
+                    return false;
+                }
+                self.bytes[i] = 0;
+                self.len = i + 1;
+                return true;
+            }
+            if l > 63 || i + 1 + l as usize >= MAX_NAME || self.nlabels >= MAX_LABELS {
+                return false;
+            }
+            if wire.len() < i + 1 + l as usize {
+                return false;
+            }
+            self.labels[self.nlabels] = i as u8;
+            self.nlabels += 1;
+            self.bytes[i] = l;
+            for k in 0..l as usize {
+                self.bytes[i + 1 + k] = wire[i + 1 + k].to_ascii_lowercase();
+            }
+            i += 1 + l as usize;
+        }
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+
+    /// The suffix starting at label `i` (0 = whole name; `nlabels` = root).
+    pub fn suffix(&self, i: usize) -> &[u8] {
+        if i >= self.nlabels {
+            &self.bytes[self.len - 1..self.len]
+        } else {
+            &self.bytes[self.labels[i] as usize..self.len]
+        }
+    }
+}
+
+/// EDNS data from the query's OPT record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Edns {
+    pub udp_size: u16,
+    pub version: u8,
+    pub dnssec_ok: bool,
+    pub ecs: Option<ClientSubnet>,
+}
+
+/// A parsed query. `question` is the range of the question as received, so
+/// it can be echoed byte for byte (case preserved).
+#[derive(Clone)]
+pub struct Query {
+    pub id: u16,
+    /// Raw flag word: we copy RD and the opcode from it.
+    pub flags: u16,
+    pub qname: WireName,
+    pub qtype: u16,
+    pub qclass: u16,
+    pub question_end: usize,
+    pub edns: Option<Edns>,
+}
+
+impl Query {
+    pub fn opcode(&self) -> u8 {
+        ((self.flags >> 11) & 0xF) as u8
+    }
+}
+
+/// Why a query cannot be answered normally.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub enum Reject {
+    /// Too short for a header, or a response: send nothing.
+    Drop,
+    /// FORMERR. `question_end` is set when the question parsed, `edns`
+    /// when an OPT parsed, so the error can echo them.
+    FormErr {
+        question_end: Option<usize>,
+        edns: Option<Edns>,
+    },
+    /// EDNS version we do not speak (RFC 6891 §6.1.3).
+    BadVers { question_end: usize, edns: Edns },
+}
+
+#[inline]
+fn u16_at(p: &[u8], i: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([*p.get(i)?, *p.get(i + 1)?]))
+}
+
+/// Skip a possibly compressed name, checking pointers point backwards.
+fn skip_name(p: &[u8], mut i: usize) -> Option<usize> {
+    let mut total = 0usize;
+    loop {
+        let l = *p.get(i)?;
+        match l & 0xC0 {
+            0x00 => {
+                if l == 0 {
+                    return Some(i + 1);
+                }
+                total += l as usize + 1;
+                if total > MAX_NAME {
+                    return None;
+                }
+                i += 1 + l as usize;
+            }
+            0xC0 => {
+                let ptr = (u16_at(p, i)? & 0x3FFF) as usize;
+                // A pointer must point to an earlier name: this also rules out loops.
+                if ptr >= i {
+                    return None;
+                }
+                return Some(i + 2);
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// Parse a query packet. Returns the query, or what to do instead.
+pub fn parse_query(p: &[u8], out: &mut Query) -> Result<(), Reject> {
+    if p.len() < 12 {
+        return Err(Reject::Drop);
+    }
+    let flags = u16::from_be_bytes([p[2], p[3]]);
+    if flags & 0x8000 != 0 {
+        // A response: answering it could start a loop between servers.
+        return Err(Reject::Drop);
+    }
+    out.id = u16::from_be_bytes([p[0], p[1]]);
+    out.flags = flags;
+    out.edns = None;
+    let qd = u16::from_be_bytes([p[4], p[5]]);
+    let an = u16::from_be_bytes([p[6], p[7]]);
+    let ns = u16::from_be_bytes([p[8], p[9]]);
+    let ar = u16::from_be_bytes([p[10], p[11]]);
+    let formerr = Reject::FormErr {
+        question_end: None,
+        edns: None,
+    };
+    if qd != 1 {
+        return Err(formerr);
+    }
+    // Question: a name without compression (nothing precedes it to point at).
+    let mut i = 12;
+    {
+        let n = &mut out.qname;
+        n.len = 0;
+        n.nlabels = 0;
+        loop {
+            let Some(&l) = p.get(i) else {
+                return Err(formerr);
+            };
+            let pos = i - 12;
+            if l == 0 {
+                n.bytes[pos] = 0;
+                n.len = pos + 1;
+                i += 1;
+                break;
+            }
+            if l > 63 || pos + 1 + l as usize >= MAX_NAME || n.nlabels >= MAX_LABELS {
+                return Err(formerr);
+            }
+            let end = i + 1 + l as usize;
+            if end > p.len() {
+                return Err(formerr);
+            }
+            n.labels[n.nlabels] = pos as u8;
+            n.nlabels += 1;
+            n.bytes[pos] = l;
+            for k in 0..l as usize {
+                n.bytes[pos + 1 + k] = p[i + 1 + k].to_ascii_lowercase();
+            }
+            i = end;
+        }
+    }
+    let (Some(qtype), Some(qclass)) = (u16_at(p, i), u16_at(p, i + 2)) else {
+        return Err(formerr);
+    };
+    out.qtype = qtype;
+    out.qclass = qclass;
+    i += 4;
+    out.question_end = i;
+    let qerr = Reject::FormErr {
+        question_end: Some(i),
+        edns: None,
+    };
+    // Answer and authority records are not expected in a query; skip them.
+    for _ in 0..(an as usize + ns as usize) {
+        i = skip_name(p, i).ok_or(qerr)?;
+        let rdlen = u16_at(p, i + 8).ok_or(qerr)? as usize;
+        i += 10 + rdlen;
+        if i > p.len() {
+            return Err(qerr);
+        }
+    }
+    let mut edns: Option<Edns> = None;
+    let mut ecs_err: Option<EcsError> = None;
+    for _ in 0..ar {
+        let name_start = i;
+        i = skip_name(p, i).ok_or(qerr)?;
+        let rtype = u16_at(p, i).ok_or(qerr)?;
+        let class = u16_at(p, i + 2).ok_or(qerr)?;
+        let ttl_hi = u16_at(p, i + 4).ok_or(qerr)?;
+        let ttl_lo = u16_at(p, i + 6).ok_or(qerr)?;
+        let rdlen = u16_at(p, i + 8).ok_or(qerr)? as usize;
+        let rd_start = i + 10;
+        let rd_end = rd_start + rdlen;
+        if rd_end > p.len() {
+            return Err(Reject::FormErr {
+                question_end: Some(out.question_end),
+                edns,
+            });
+        }
+        i = rd_end;
+        if rtype != TYPE_OPT {
+            continue;
+        }
+        // RFC 6891 §6.1.1: one OPT, owned by the root.
+        if edns.is_some() || p[name_start] != 0 || i - rdlen - 10 != name_start + 1 {
+            return Err(Reject::FormErr {
+                question_end: Some(out.question_end),
+                edns,
+            });
+        }
+        let mut e = Edns {
+            udp_size: class,
+            version: (ttl_hi & 0xFF) as u8,
+            dnssec_ok: ttl_lo & 0x8000 != 0,
+            ecs: None,
+        };
+        let mut j = rd_start;
+        let mut bad_options = false;
+        while j < rd_end {
+            let (Some(code), Some(len)) = (u16_at(p, j), u16_at(p, j + 2)) else {
+                bad_options = true;
+                break;
+            };
+            let body = j + 4;
+            let end = body + len as usize;
+            if end > rd_end {
+                bad_options = true;
+                break;
+            }
+            if code == OPT_ECS {
+                if e.ecs.is_some() {
+                    ecs_err.get_or_insert(EcsError::Duplicate);
+                } else {
+                    match ClientSubnet::parse(&p[body..end]) {
+                        Ok(c) => e.ecs = Some(c),
+                        Err(err) => {
+                            ecs_err.get_or_insert(err);
+                        }
+                    }
+                }
+            }
+            j = end;
+        }
+        if bad_options {
+            // Echo the OPT without options: we cannot trust any of them.
+            e.ecs = None;
+            return Err(Reject::FormErr {
+                question_end: Some(out.question_end),
+                edns: Some(e),
+            });
+        }
+        edns = Some(e);
+    }
+    if i != p.len() {
+        // Trailing garbage after the last record.
+        return Err(Reject::FormErr {
+            question_end: Some(out.question_end),
+            edns,
+        });
+    }
+    if let Some(e) = edns {
+        if e.version != 0 {
+            let mut e = e;
+            e.ecs = None;
+            return Err(Reject::BadVers {
+                question_end: out.question_end,
+                edns: e,
+            });
+        }
+        if ecs_err.is_some() {
+            let mut e = e;
+            e.ecs = None;
+            return Err(Reject::FormErr {
+                question_end: Some(out.question_end),
+                edns: Some(e),
+            });
+        }
+    }
+    out.edns = edns;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(name: &[u8], extra: &[u8], ar: u16) -> Vec<u8> {
+        let mut v = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0];
+        v.extend_from_slice(&ar.to_be_bytes());
+        v.extend_from_slice(name);
+        v.extend_from_slice(&[0, 1, 0, 1]);
+        v.extend_from_slice(extra);
+        v
+    }
+
+    #[test]
+    fn parses_simple_query() {
+        let p = q(b"\x03WwW\x07example\x04test\x00", &[], 0);
+        let mut out = Query {
+            id: 0,
+            flags: 0,
+            qname: WireName::default(),
+            qtype: 0,
+            qclass: 0,
+            question_end: 0,
+            edns: None,
+        };
+        parse_query(&p, &mut out).unwrap();
+        assert_eq!(out.qname.as_bytes(), b"\x03www\x07example\x04test\x00");
+        assert_eq!(out.qname.nlabels, 3);
+        assert_eq!(out.qname.suffix(1), b"\x07example\x04test\x00");
+        assert_eq!(out.question_end, p.len());
+    }
+
+    #[test]
+    fn rejects_bad_inputs() {
+        let mut out = Query {
+            id: 0,
+            flags: 0,
+            qname: WireName::default(),
+            qtype: 0,
+            qclass: 0,
+            question_end: 0,
+            edns: None,
+        };
+        assert_eq!(parse_query(&[0; 5], &mut out), Err(Reject::Drop));
+        let p = q(b"\x40abc\x00", &[], 0);
+        assert!(matches!(
+            parse_query(&p, &mut out),
+            Err(Reject::FormErr { .. })
+        ));
+        let p = q(b"\xc0\x0c", &[], 0);
+        assert!(matches!(
+            parse_query(&p, &mut out),
+            Err(Reject::FormErr { .. })
+        ));
+        let p = q(b"\x01a\x00", b"junk", 0);
+        assert!(matches!(
+            parse_query(&p, &mut out),
+            Err(Reject::FormErr {
+                question_end: Some(_),
+                ..
+            })
+        ));
+    }
+}

@@ -1,0 +1,326 @@
+//! Zone data: master files (RFC 1035 §5) compiled into a name table with
+//! zone cuts (RFC 1034 §4.2.1), empty non-terminals and wildcards (RFC 4592)
+//! made explicit, and each RRset's RDATA kept in wire form for rendering.
+
+pub mod parse;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use hickory_proto::rr::{Name, RData};
+use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
+
+use crate::error::LocatedError;
+use crate::wire::{TYPE_CNAME, TYPE_NS, TYPE_SOA};
+use parse::{SourceRdata, SourceRecord};
+
+/// A piece of RDATA: raw octets, or a domain name the renderer may compress
+/// (RFC 3597 §4 allows compression only in the well-known types).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Chunk {
+    Bytes(Box<[u8]>),
+    Name(Box<[u8]>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rdata(pub Vec<Chunk>);
+
+#[derive(Debug, Clone)]
+pub struct RRset {
+    pub rtype: u16,
+    pub ttl: u32,
+    pub rdatas: Vec<Rdata>,
+}
+
+/// One owner name. Nodes with no RRsets are empty non-terminals.
+#[derive(Debug, Clone, Default)]
+pub struct Node {
+    /// Lower-cased wire name.
+    pub name: Box<[u8]>,
+    pub rrsets: Vec<RRset>,
+    /// A delegation point: NS below the apex.
+    pub cut: bool,
+    /// Index into the engine's dynamic bindings (pool or geo name).
+    pub dynamic: Option<u32>,
+    /// Where each type came from, for error messages.
+    pub origins: Vec<(u16, std::path::PathBuf, usize)>,
+}
+
+impl Node {
+    pub fn rrset(&self, rtype: u16) -> Option<&RRset> {
+        self.rrsets.iter().find(|r| r.rtype == rtype)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Zone {
+    /// Lower-cased wire name of the apex.
+    pub origin: Box<[u8]>,
+    pub origin_labels: usize,
+    pub origin_text: String,
+    pub nodes: Vec<Node>,
+    pub index: HashMap<Box<[u8]>, u32>,
+    /// TTL for negative answers: min(SOA TTL, SOA MINIMUM) (RFC 2308 §5).
+    pub negative_ttl: u32,
+    pub apex: u32,
+    pub record_count: usize,
+}
+
+/// Lower-cased wire form of a name.
+pub fn wire_name(name: &Name) -> Box<[u8]> {
+    let mut v = Vec::with_capacity(name.len() + 2);
+    for label in name.iter() {
+        v.push(label.len() as u8);
+        v.extend(label.iter().map(|b| b.to_ascii_lowercase()));
+    }
+    v.push(0);
+    v.into_boxed_slice()
+}
+
+/// Number of labels in a wire name.
+pub fn label_count(mut w: &[u8]) -> usize {
+    let mut n = 0;
+    while let Some(&l) = w.first() {
+        if l == 0 {
+            break;
+        }
+        n += 1;
+        w = &w[1 + l as usize..];
+    }
+    n
+}
+
+/// Parent of a wire name (None for the root).
+pub fn parent(w: &[u8]) -> Option<&[u8]> {
+    let l = *w.first()? as usize;
+    if l == 0 {
+        None
+    } else {
+        Some(&w[1 + l..])
+    }
+}
+
+/// Is `name` equal to or below `origin` (both lower-cased wire)?
+pub fn is_subdomain(name: &[u8], origin: &[u8]) -> bool {
+    let mut w = name;
+    loop {
+        if w == origin {
+            return true;
+        }
+        match parent(w) {
+            Some(p) => w = p,
+            None => return false,
+        }
+    }
+}
+
+/// Text form of a lower-cased wire name, for messages and tools.
+pub fn name_text(w: &[u8]) -> String {
+    let mut s = String::new();
+    let mut i = 0;
+    while i < w.len() && w[i] != 0 {
+        let l = w[i] as usize;
+        for &b in &w[i + 1..i + 1 + l] {
+            if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'*' {
+                s.push(b as char);
+            } else {
+                s.push_str(&format!("\\{:03}", b));
+            }
+        }
+        s.push('.');
+        i += 1 + l;
+    }
+    if s.is_empty() {
+        s.push('.');
+    }
+    s
+}
+
+/// Turn parsed RDATA into chunks, marking names that may be compressed.
+fn to_chunks(rtype: u16, rd: &SourceRdata) -> Result<Rdata, String> {
+    let known = match rd {
+        SourceRdata::Raw(b) => return Ok(Rdata(vec![Chunk::Bytes(b.clone().into())])),
+        SourceRdata::Known(k) => k,
+    };
+    let chunks = match known {
+        RData::NS(n) => vec![Chunk::Name(wire_name(&n.0))],
+        RData::CNAME(n) => vec![Chunk::Name(wire_name(&n.0))],
+        RData::PTR(n) => vec![Chunk::Name(wire_name(&n.0))],
+        RData::MX(mx) => vec![
+            Chunk::Bytes(mx.preference.to_be_bytes().to_vec().into()),
+            Chunk::Name(wire_name(&mx.exchange)),
+        ],
+        RData::SOA(soa) => {
+            let mut tail = Vec::with_capacity(20);
+            tail.extend_from_slice(&soa.serial.to_be_bytes());
+            tail.extend_from_slice(&soa.refresh.to_be_bytes());
+            tail.extend_from_slice(&soa.retry.to_be_bytes());
+            tail.extend_from_slice(&soa.expire.to_be_bytes());
+            tail.extend_from_slice(&soa.minimum.to_be_bytes());
+            vec![
+                Chunk::Name(wire_name(&soa.mname)),
+                Chunk::Name(wire_name(&soa.rname)),
+                Chunk::Bytes(tail.into()),
+            ]
+        }
+        other => {
+            let mut buf = Vec::new();
+            let mut enc = BinEncoder::new(&mut buf);
+            // No compression: these octets are copied into other messages.
+            enc.set_canonical_form(true);
+            other
+                .emit(&mut enc)
+                .map_err(|e| format!("cannot encode type {rtype}: {e}"))?;
+            vec![Chunk::Bytes(buf.into())]
+        }
+    };
+    Ok(Rdata(chunks))
+}
+
+impl Zone {
+    /// Load and validate a zone from its master file.
+    pub fn load(origin: &Name, file: &Path) -> Result<Zone, LocatedError> {
+        let records = parse::parse_zone_file(file, origin)?;
+        Zone::build(origin, file, records)
+    }
+
+    pub fn build(
+        origin: &Name,
+        file: &Path,
+        records: Vec<SourceRecord>,
+    ) -> Result<Zone, LocatedError> {
+        let origin_w = wire_name(origin);
+        let mut zone = Zone {
+            origin: origin_w.clone(),
+            origin_labels: label_count(&origin_w),
+            origin_text: name_text(&origin_w),
+            nodes: Vec::new(),
+            index: HashMap::new(),
+            negative_ttl: 0,
+            apex: 0,
+            record_count: 0,
+        };
+        zone.apex = zone.node_id(&origin_w);
+        for rec in &records {
+            let owner = wire_name(&rec.owner);
+            if !is_subdomain(&owner, &origin_w) {
+                return Err(LocatedError::new(
+                    &rec.file,
+                    rec.line,
+                    format!(
+                        "{} is outside the zone {}",
+                        name_text(&owner),
+                        zone.origin_text
+                    ),
+                ));
+            }
+            if rec.rtype == TYPE_SOA && owner != origin_w {
+                return Err(LocatedError::new(
+                    &rec.file,
+                    rec.line,
+                    format!("SOA at {} is not at the zone apex", name_text(&owner)),
+                ));
+            }
+            let rdata = to_chunks(rec.rtype, &rec.rdata)
+                .map_err(|m| LocatedError::new(&rec.file, rec.line, m))?;
+            let id = zone.node_id(&owner) as usize;
+            let node = &mut zone.nodes[id];
+            // CNAME and other data cannot share a name (RFC 1034 §3.6.2).
+            let has_cname = node.rrset(TYPE_CNAME).is_some();
+            let has_other = node.rrsets.iter().any(|r| r.rtype != TYPE_CNAME);
+            if (rec.rtype == TYPE_CNAME && (has_other || has_cname))
+                || (rec.rtype != TYPE_CNAME && has_cname)
+            {
+                let first = node
+                    .origins
+                    .first()
+                    .map(|(_, f, l)| format!(" (other data at {}:{})", f.display(), l))
+                    .unwrap_or_default();
+                return Err(LocatedError::new(
+                    &rec.file,
+                    rec.line,
+                    format!(
+                        "CNAME at {} cannot coexist with other data{}",
+                        name_text(&owner),
+                        first
+                    ),
+                ));
+            }
+            node.origins.push((rec.rtype, rec.file.clone(), rec.line));
+            match node.rrsets.iter_mut().find(|r| r.rtype == rec.rtype) {
+                Some(set) => {
+                    if rec.rtype == TYPE_SOA {
+                        return Err(LocatedError::new(
+                            &rec.file,
+                            rec.line,
+                            "a zone has exactly one SOA record",
+                        ));
+                    }
+                    // RFC 2181 §5.2: one TTL per RRset; use the smallest.
+                    set.ttl = set.ttl.min(rec.ttl);
+                    if !set.rdatas.contains(&rdata) {
+                        set.rdatas.push(rdata);
+                        zone.record_count += 1;
+                    }
+                }
+                None => {
+                    node.rrsets.push(RRset {
+                        rtype: rec.rtype,
+                        ttl: rec.ttl,
+                        rdatas: vec![rdata],
+                    });
+                    zone.record_count += 1;
+                }
+            }
+        }
+        let apex = &zone.nodes[zone.apex as usize];
+        let soa = records
+            .iter()
+            .find(|r| r.rtype == TYPE_SOA)
+            .ok_or_else(|| LocatedError::new(file, 0, format!("zone {} has no SOA at its apex", zone.origin_text)))?;
+        if apex.rrset(TYPE_NS).is_none() {
+            return Err(LocatedError::new(
+                file,
+                soa.line,
+                format!("zone {} has no NS records at its apex", zone.origin_text),
+            ));
+        }
+        let minimum = match &soa.rdata {
+            SourceRdata::Known(RData::SOA(s)) => s.minimum,
+            _ => soa.ttl,
+        };
+        zone.negative_ttl = soa.ttl.min(minimum);
+        for node in zone.nodes.iter_mut() {
+            node.cut = node.name != zone.origin && node.rrset(TYPE_NS).is_some();
+        }
+        Ok(zone)
+    }
+
+    /// Find or create the node for `name`, with its empty non-terminal ancestors.
+    pub fn node_id(&mut self, name: &[u8]) -> u32 {
+        if let Some(&id) = self.index.get(name) {
+            return id;
+        }
+        let id = self.nodes.len() as u32;
+        self.nodes.push(Node {
+            name: name.into(),
+            ..Node::default()
+        });
+        self.index.insert(name.into(), id);
+        if name != &*self.origin {
+            if let Some(p) = parent(name) {
+                let p = p.to_vec();
+                self.node_id(&p);
+            }
+        }
+        id
+    }
+
+    pub fn get(&self, name: &[u8]) -> Option<&Node> {
+        self.index.get(name).map(|&i| &self.nodes[i as usize])
+    }
+
+    pub fn apex_node(&self) -> &Node {
+        &self.nodes[self.apex as usize]
+    }
+}

@@ -1,0 +1,288 @@
+//! Query files and wire-format queries.
+//!
+//! A query file has one query per line: `NAME TYPE [ECS-SUBNET]`, for example
+//! `www.example.test A` or `geo.example.test A 85.214.0.0/24`. Blank lines and
+//! lines starting with `#` or `;` are skipped. The first two columns are the dnsperf
+//! text format, so files without the ECS column work with dnsperf too.
+//!
+//! Every query is built once, at start-up, into DNS wire format with an EDNS(0)
+//! OPT record (UDP payload 1232) and, when a subnet is given, an EDNS Client
+//! Subnet option (RFC 7871) with SCOPE 0. The ID is left 0: the load generator
+//! writes it into the first two bytes when it sends.
+
+use std::fmt;
+use std::net::IpAddr;
+
+/// EDNS UDP payload size we advertise (the DNS Flag Day 2020 value).
+pub const EDNS_PAYLOAD: u16 = 1232;
+/// EDNS option code of Client Subnet (RFC 7871).
+const OPT_ECS: u16 = 8;
+/// RR type of the OPT pseudo-record.
+const TYPE_OPT: u16 = 41;
+
+/// One parsed line of a query file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Query {
+    /// Domain name, without the trailing dot.
+    pub name: String,
+    /// Numeric RR type.
+    pub qtype: u16,
+    /// Client subnet for the ECS option: address (host bits are cleared when
+    /// building) and source prefix length.
+    pub ecs: Option<(IpAddr, u8)>,
+}
+
+/// A query-file error, with its 1-based line number.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ParseError {
+    pub line: usize,
+    pub msg: String,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {}", self.line, self.msg)
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// Parses a whole query file. Fails on the first bad line, so typos are not
+/// silently benchmarked as something else.
+pub fn parse_file(text: &str) -> Result<Vec<Query>, ParseError> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        let q = parse_line(line).map_err(|msg| ParseError { line: i + 1, msg })?;
+        out.push(q);
+    }
+    Ok(out)
+}
+
+/// Parses one non-empty line `NAME TYPE [SUBNET]`.
+pub fn parse_line(line: &str) -> Result<Query, String> {
+    let mut cols = line.split_whitespace();
+    let name = cols.next().ok_or("empty line")?;
+    let qtype = cols.next().ok_or("missing query type")?;
+    let ecs = cols.next().map(parse_subnet).transpose()?;
+    if let Some(extra) = cols.next() {
+        return Err(format!("unexpected column {extra:?}"));
+    }
+    let name = name.trim_end_matches('.').to_string();
+    check_name(&name)?;
+    Ok(Query {
+        name,
+        qtype: parse_type(qtype)?,
+        ecs,
+    })
+}
+
+/// Parses a query type mnemonic (case-insensitive) or `TYPEnnn` (RFC 3597).
+pub fn parse_type(s: &str) -> Result<u16, String> {
+    let up = s.to_ascii_uppercase();
+    let t = match up.as_str() {
+        "A" => 1,
+        "NS" => 2,
+        "CNAME" => 5,
+        "SOA" => 6,
+        "PTR" => 12,
+        "MX" => 15,
+        "TXT" => 16,
+        "AAAA" => 28,
+        "SRV" => 33,
+        "NAPTR" => 35,
+        "DS" => 43,
+        "DNSKEY" => 48,
+        "HTTPS" => 65,
+        "SVCB" => 64,
+        "ANY" => 255,
+        "CAA" => 257,
+        _ => match up.strip_prefix("TYPE").and_then(|n| n.parse().ok()) {
+            Some(n) => n,
+            None => return Err(format!("unknown query type {s:?}")),
+        },
+    };
+    Ok(t)
+}
+
+/// Parses `ADDRESS/PREFIX` (IPv4 or IPv6). A bare address means a full-length prefix.
+pub fn parse_subnet(s: &str) -> Result<(IpAddr, u8), String> {
+    let (addr, len) = match s.split_once('/') {
+        Some((a, l)) => (a, Some(l)),
+        None => (s, None),
+    };
+    let addr: IpAddr = addr
+        .parse()
+        .map_err(|_| format!("bad ECS address in {s:?}"))?;
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    let len = match len {
+        Some(l) => l
+            .parse::<u8>()
+            .ok()
+            .filter(|&l| l <= max)
+            .ok_or_else(|| format!("bad ECS prefix length in {s:?}"))?,
+        None => max,
+    };
+    Ok((addr, len))
+}
+
+fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Ok(()); // "." is the root
+    }
+    let mut total = 1;
+    for label in name.split('.') {
+        if label.is_empty() || label.len() > 63 {
+            return Err(format!("bad label in name {name:?}"));
+        }
+        total += label.len() + 1;
+    }
+    if total > 255 {
+        return Err(format!("name too long: {name:?}"));
+    }
+    Ok(())
+}
+
+impl Query {
+    /// Builds the wire-format query (ID 0, RD clear: the server is authoritative).
+    pub fn to_wire(&self) -> Vec<u8> {
+        let mut w = Vec::with_capacity(64);
+        // Header: ID, flags (standard query), QDCOUNT 1, ANCOUNT 0, NSCOUNT 0, ARCOUNT 1 (OPT).
+        w.extend_from_slice(&[0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1]);
+        for label in self.name.split('.').filter(|l| !l.is_empty()) {
+            w.push(label.len() as u8);
+            w.extend_from_slice(label.as_bytes());
+        }
+        w.push(0);
+        w.extend_from_slice(&self.qtype.to_be_bytes());
+        w.extend_from_slice(&1u16.to_be_bytes()); // class IN
+        // OPT RR: root owner, type, payload size as class, TTL 0 (ext-rcode, version, flags).
+        w.push(0);
+        w.extend_from_slice(&TYPE_OPT.to_be_bytes());
+        w.extend_from_slice(&EDNS_PAYLOAD.to_be_bytes());
+        w.extend_from_slice(&[0, 0, 0, 0]);
+        let opt = self.ecs.map(|(a, l)| ecs_option(a, l)).unwrap_or_default();
+        w.extend_from_slice(&(opt.len() as u16).to_be_bytes());
+        w.extend_from_slice(&opt);
+        w
+    }
+}
+
+/// One ECS option (code, length, data). The address is cut to ceil(prefix/8)
+/// bytes with the bits past the prefix cleared, as RFC 7871 §6 requires
+/// (strict servers answer FORMERR otherwise).
+fn ecs_option(addr: IpAddr, prefix: u8) -> Vec<u8> {
+    let (family, bytes): (u16, Vec<u8>) = match addr {
+        IpAddr::V4(a) => (1, a.octets().to_vec()),
+        IpAddr::V6(a) => (2, a.octets().to_vec()),
+    };
+    let n = (prefix as usize).div_ceil(8);
+    let mut addr = bytes[..n].to_vec();
+    if prefix % 8 != 0 {
+        addr[n - 1] &= 0xffu8 << (8 - prefix % 8);
+    }
+    let mut o = Vec::with_capacity(8 + n);
+    o.extend_from_slice(&OPT_ECS.to_be_bytes());
+    o.extend_from_slice(&((4 + n) as u16).to_be_bytes());
+    o.extend_from_slice(&family.to_be_bytes());
+    o.push(prefix);
+    o.push(0); // SCOPE PREFIX-LENGTH must be 0 in queries
+    o.extend_from_slice(&addr);
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hickory_proto::op::Message;
+    use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsCode, EdnsOption};
+    use hickory_proto::rr::RecordType;
+
+    #[test]
+    fn parses_lines_and_skips_comments() {
+        let text = "# comment\n\nwww.example.test A\ngeo.example.test. aaaa 85.214.0.0/24\n  one.example.test TYPE65  \n";
+        let qs = parse_file(text).unwrap();
+        assert_eq!(qs.len(), 3);
+        assert_eq!(
+            qs[0],
+            Query {
+                name: "www.example.test".into(),
+                qtype: 1,
+                ecs: None
+            }
+        );
+        assert_eq!(qs[1].name, "geo.example.test");
+        assert_eq!(qs[1].qtype, 28);
+        assert_eq!(qs[1].ecs, Some(("85.214.0.0".parse().unwrap(), 24)));
+        assert_eq!(qs[2].qtype, 65);
+    }
+
+    #[test]
+    fn reports_bad_lines_with_numbers() {
+        let e = parse_file("www.example.test A\nwww.example.test BOGUS\n").unwrap_err();
+        assert_eq!(e.line, 2);
+        assert!(parse_line("www.example.test").is_err());
+        assert!(parse_line("x A 1.2.3.0/33").is_err());
+        assert!(parse_line("x A 2001:db8::/129").is_err());
+        assert!(parse_line("x A nonsense/24").is_err());
+        assert!(parse_line("x A 1.2.3.0/24 extra").is_err());
+        assert!(parse_line("a..b A").is_err());
+        assert!(parse_line(&format!("{} A", "a".repeat(64))).is_err());
+        assert_eq!(parse_line("x A 2001:db8::1").unwrap().ecs.unwrap().1, 128);
+    }
+
+    #[test]
+    fn wire_without_ecs_is_exact() {
+        let w = parse_line("www.example.test A").unwrap().to_wire();
+        let mut want = vec![0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1];
+        want.extend_from_slice(b"\x03www\x07example\x04test\x00\x00\x01\x00\x01");
+        want.extend_from_slice(&[0, 0, 41, 0x04, 0xd0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(w, want);
+    }
+
+    #[test]
+    fn ecs_option_truncates_and_masks() {
+        assert_eq!(
+            ecs_option("85.214.7.9".parse().unwrap(), 24),
+            vec![0, 8, 0, 7, 0, 1, 24, 0, 85, 214, 7]
+        );
+        assert_eq!(
+            ecs_option("85.214.255.9".parse().unwrap(), 20),
+            vec![0, 8, 0, 7, 0, 1, 20, 0, 85, 214, 0xf0]
+        );
+        assert_eq!(
+            ecs_option("1.2.3.4".parse().unwrap(), 0),
+            vec![0, 8, 0, 4, 0, 1, 0, 0]
+        );
+        let v6 = ecs_option("2a00:1450:4001:8ff::1".parse().unwrap(), 56);
+        assert_eq!(&v6[..8], &[0, 8, 0, 11, 0, 2, 56, 0]);
+        assert_eq!(&v6[8..], &[0x2a, 0x00, 0x14, 0x50, 0x40, 0x01, 0x08]);
+    }
+
+    #[test]
+    fn wire_parses_with_hickory() {
+        for (line, family_v4) in [
+            ("geo.example.test A 85.214.0.0/24", true),
+            ("geo.example.test AAAA 2a00:1450:4001:800::/56", false),
+        ] {
+            let q = parse_line(line).unwrap();
+            let m = Message::from_vec(&q.to_wire()).unwrap();
+            assert_eq!(m.queries.len(), 1);
+            assert_eq!(m.queries[0].name().to_ascii(), "geo.example.test.");
+            let want = if family_v4 {
+                RecordType::A
+            } else {
+                RecordType::AAAA
+            };
+            assert_eq!(m.queries[0].query_type(), want);
+            let edns = m.edns.as_ref().expect("OPT present");
+            assert_eq!(edns.max_payload(), EDNS_PAYLOAD);
+            let opt = edns.option(EdnsCode::Subnet).expect("ECS present");
+            let (addr, len) = q.ecs.unwrap();
+            assert_eq!(opt, &EdnsOption::Subnet(ClientSubnet::new(addr, len, 0)));
+        }
+    }
+}

@@ -1,0 +1,424 @@
+//! The ECS check: ask the same question once per client subnet and judge whether the answers are
+//! tailored by EDNS Client Subnet (RFC 7871), uniform, or ECS is ignored.
+
+use std::collections::BTreeSet;
+
+use hickory_proto::rr::{Name, RecordType};
+use ipnet::IpNet;
+use serde::Serialize;
+
+use crate::lookup::{self, Outcome, Target};
+use crate::query::QueryOptions;
+
+/// Default IPv4 client subnets: real /24s in four countries on four continents.
+pub const DEFAULT_V4: [(&str, &str); 4] = [
+    ("8.8.8.0/24", "US"),
+    ("85.214.0.0/24", "DE"),
+    ("133.242.0.0/24", "JP"),
+    ("200.160.0.0/24", "BR"),
+];
+
+/// Default IPv6 client subnets (used with `--type AAAA`): real /48s in the same countries.
+pub const DEFAULT_V6: [(&str, &str); 4] = [
+    ("2001:4860::/48", "US"),
+    ("2a00:1450:4001::/48", "DE"),
+    ("2001:200::/48", "JP"),
+    ("2804:14c::/48", "BR"),
+];
+
+/// A client subnet to send, and the country it stands for ("custom" for `--subnet`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Subnet {
+    pub net: IpNet,
+    pub country: String,
+}
+
+/// The subnets to use: the given ones, or the defaults for the query type.
+pub fn subnets(custom: &[IpNet], qtype: RecordType) -> Vec<Subnet> {
+    if !custom.is_empty() {
+        return custom
+            .iter()
+            .map(|n| Subnet {
+                net: n.trunc(),
+                country: "custom".into(),
+            })
+            .collect();
+    }
+    let table = if qtype == RecordType::AAAA {
+        &DEFAULT_V6
+    } else {
+        &DEFAULT_V4
+    };
+    table
+        .iter()
+        .map(|(net, cc)| Subnet {
+            net: net.parse().expect("default subnet"),
+            country: (*cc).into(),
+        })
+        .collect()
+}
+
+/// What one subnet got back.
+#[derive(Clone, Debug, Serialize)]
+pub struct SubnetResult {
+    pub subnet: String,
+    pub country: String,
+    #[serde(flatten)]
+    pub outcome: Outcome,
+}
+
+/// The stable machine verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// Different answers for different subnets, with non-zero scopes.
+    Tailored,
+    /// The same answers everywhere, scope /0.
+    Uniform,
+    /// ECS never echoed, same answers everywhere.
+    NoEcs,
+    /// Anything in between; the text says what.
+    Mixed,
+    /// No subnet got an answer at all.
+    Failed,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Tailored => "tailored",
+            Verdict::Uniform => "uniform",
+            Verdict::NoEcs => "no-ecs",
+            Verdict::Mixed => "mixed",
+            Verdict::Failed => "failed",
+        }
+    }
+}
+
+/// Asks once per subnet.
+pub fn run(
+    target: &mut Target,
+    name: &Name,
+    qtype: RecordType,
+    subnets: &[Subnet],
+    opts: &QueryOptions,
+) -> Vec<SubnetResult> {
+    subnets
+        .iter()
+        .map(|s| SubnetResult {
+            subnet: s.net.to_string(),
+            country: s.country.clone(),
+            outcome: lookup::lookup(target, name, qtype, Some(s.net), opts),
+        })
+        .collect()
+}
+
+/// The answers as a comparable set: sorted records, or the kind of empty answer.
+pub fn answer_key(o: &Outcome) -> String {
+    if o.answers.is_empty() {
+        return match o.rcode.as_deref() {
+            Some("NXDOMAIN") => "<NXDOMAIN>".into(),
+            _ => "<no data>".into(),
+        };
+    }
+    let mut a = o.answers.clone();
+    sort_answers(&mut a);
+    a.join(" ")
+}
+
+/// Sorts address strings numerically when they parse as addresses, as text otherwise.
+pub fn sort_answers(a: &mut [String]) {
+    a.sort_by(|x, y| match (x.parse::<std::net::IpAddr>(), y.parse::<std::net::IpAddr>()) {
+        (Ok(p), Ok(q)) => p.cmp(&q),
+        _ => x.cmp(y),
+    });
+}
+
+fn scopes_text(scopes: &BTreeSet<u8>) -> String {
+    scopes
+        .iter()
+        .map(|s| format!("/{s}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Judges the results. Pure: depends only on the results.
+pub fn verdict(results: &[SubnetResult]) -> (Verdict, String) {
+    let ok: Vec<&SubnetResult> = results.iter().filter(|r| r.outcome.ok()).collect();
+    let failed: Vec<&SubnetResult> = results.iter().filter(|r| !r.outcome.ok()).collect();
+    if ok.is_empty() {
+        let why: Vec<String> = failed
+            .iter()
+            .map(|r| {
+                format!(
+                    "{}: {}",
+                    r.subnet,
+                    r.outcome.error.as_deref().unwrap_or("no answer")
+                )
+            })
+            .collect();
+        return (
+            Verdict::Failed,
+            format!("no subnet got an answer ({})", why.join("; ")),
+        );
+    }
+
+    let (inner, text) = judge_answered(&ok);
+    let mut text = text;
+    let mut verdict = inner;
+    if !failed.is_empty() {
+        let why: Vec<String> = failed
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {}",
+                    r.subnet,
+                    r.outcome.error.as_deref().unwrap_or("no answer")
+                )
+            })
+            .collect();
+        verdict = Verdict::Mixed;
+        text = format!(
+            "mixed: {} of {} subnets failed ({}); among the {} that answered: {}",
+            failed.len(),
+            results.len(),
+            why.join("; "),
+            ok.len(),
+            text.strip_prefix("mixed: ").unwrap_or(&text)
+        );
+    }
+    let bad_echo: Vec<&str> = ok
+        .iter()
+        .filter(|r| r.outcome.ecs_echo_valid == Some(false))
+        .map(|r| r.subnet.as_str())
+        .collect();
+    if !bad_echo.is_empty() {
+        text.push_str(&format!(
+            ". Warning: the echoed ECS option did not match the query for {} (resolvers drop such replies, RFC 7871 §7.3)",
+            bad_echo.join(", ")
+        ));
+    }
+    (verdict, text)
+}
+
+fn judge_answered(ok: &[&SubnetResult]) -> (Verdict, String) {
+    let n = ok.len();
+    let sets: BTreeSet<String> = ok.iter().map(|r| answer_key(&r.outcome)).collect();
+    let echoed: Vec<&&SubnetResult> = ok.iter().filter(|r| r.outcome.ecs_echoed).collect();
+    let scopes: BTreeSet<u8> = echoed.iter().filter_map(|r| r.outcome.scope).collect();
+
+    if echoed.is_empty() {
+        return if sets.len() == 1 {
+            (
+                Verdict::NoEcs,
+                format!(
+                    "no ECS echoed (server ignores or strips it): the same answers for all {n} subnets"
+                ),
+            )
+        } else {
+            (
+                Verdict::Mixed,
+                format!(
+                    "mixed: {} distinct answer sets across {n} subnets but no ECS echoed: probably rotation or load balancing rather than ECS (a server that tailors by ECS must echo it, RFC 7871 §7.2.1)",
+                    sets.len()
+                ),
+            )
+        };
+    }
+    if echoed.len() < n {
+        let missing: Vec<&str> = ok
+            .iter()
+            .filter(|r| !r.outcome.ecs_echoed)
+            .map(|r| r.subnet.as_str())
+            .collect();
+        return (
+            Verdict::Mixed,
+            format!(
+                "mixed: ECS echoed for only {} of {n} subnets (not for {}); {} distinct answer set(s), scopes {}",
+                echoed.len(),
+                missing.join(", "),
+                sets.len(),
+                scopes_text(&scopes)
+            ),
+        );
+    }
+    let zero: Vec<&str> = ok
+        .iter()
+        .filter(|r| r.outcome.scope == Some(0))
+        .map(|r| r.subnet.as_str())
+        .collect();
+    match (sets.len(), zero.len()) {
+        (1, z) if z == n => (
+            Verdict::Uniform,
+            format!("same answers for every subnet with scope /0 ({n} subnets)"),
+        ),
+        (1, _) => (
+            Verdict::Mixed,
+            format!(
+                "mixed: the same answers for all {n} subnets, but scope {} (not /0): the server says the answer depends on the client subnet, so resolvers cache it per subnet for nothing (or it is tailored more finely than these subnets show)",
+                scopes_text(&scopes)
+            ),
+        ),
+        (k, 0) => (
+            Verdict::Tailored,
+            format!(
+                "tailored by ECS: {k} distinct answer sets across {n} subnets, scope {}",
+                scopes_text(&scopes)
+            ),
+        ),
+        (k, _) => (
+            Verdict::Mixed,
+            format!(
+                "mixed: {k} distinct answer sets across {n} subnets, but scope /0 for {}: a resolver caches a /0 answer for every client and would serve it to other regions (or the answers rotate); other scopes {}",
+                zero.join(", "),
+                scopes_text(&scopes.iter().copied().filter(|s| *s != 0).collect())
+            ),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lookup::Status;
+
+    fn res(subnet: &str, answers: &[&str], scope: Option<u8>) -> SubnetResult {
+        SubnetResult {
+            subnet: subnet.into(),
+            country: "custom".into(),
+            outcome: Outcome {
+                status: Status::Ok,
+                server: Some("127.0.0.1:53".into()),
+                rcode: Some("NOERROR".into()),
+                answers: answers.iter().map(|s| s.to_string()).collect(),
+                ttl: Some(60),
+                scope,
+                ecs_echoed: scope.is_some(),
+                ecs_echo_valid: scope.map(|_| true),
+                tcp: false,
+                chain: Vec::new(),
+                error: None,
+                notes: Vec::new(),
+            },
+        }
+    }
+
+    fn fail(subnet: &str, status: Status, msg: &str) -> SubnetResult {
+        let mut r = res(subnet, &[], None);
+        r.outcome.status = status;
+        r.outcome.rcode = None;
+        r.outcome.error = Some(msg.into());
+        r
+    }
+
+    #[test]
+    fn defaults_follow_the_query_type() {
+        let v4 = subnets(&[], RecordType::A);
+        assert_eq!(v4.len(), 4);
+        assert_eq!(v4[1].net.to_string(), "85.214.0.0/24");
+        assert_eq!(v4[1].country, "DE");
+        let v6 = subnets(&[], RecordType::AAAA);
+        assert_eq!(v6[2].net.to_string(), "2001:200::/48");
+        assert_eq!(v6[2].country, "JP");
+        let custom = subnets(&["10.1.2.3/16".parse().unwrap()], RecordType::A);
+        assert_eq!(custom[0].net.to_string(), "10.1.0.0/16");
+        assert_eq!(custom[0].country, "custom");
+    }
+
+    #[test]
+    fn tailored_when_sets_differ_with_nonzero_scopes() {
+        let r = vec![
+            res("a", &["192.0.2.1"], Some(24)),
+            res("b", &["192.0.2.2"], Some(16)),
+            res("c", &["192.0.2.3", "192.0.2.4"], Some(24)),
+            res("d", &["192.0.2.1"], Some(24)),
+        ];
+        let (v, t) = verdict(&r);
+        assert_eq!(v, Verdict::Tailored);
+        assert!(t.contains("3 distinct answer sets"), "{t}");
+        assert!(t.contains("/16, /24"), "{t}");
+    }
+
+    #[test]
+    fn uniform_when_same_answers_scope_zero() {
+        let r = vec![
+            res("a", &["192.0.2.2", "192.0.2.1"], Some(0)),
+            res("b", &["192.0.2.1", "192.0.2.2"], Some(0)),
+        ];
+        let (v, t) = verdict(&r);
+        assert_eq!(v, Verdict::Uniform);
+        assert!(t.contains("scope /0"), "{t}");
+    }
+
+    #[test]
+    fn no_ecs_when_never_echoed() {
+        let r = vec![res("a", &["192.0.2.1"], None), res("b", &["192.0.2.1"], None)];
+        assert_eq!(verdict(&r).0, Verdict::NoEcs);
+    }
+
+    #[test]
+    fn mixed_cases_are_explained() {
+        // Different answers, no ECS: rotation.
+        let r = vec![res("a", &["192.0.2.1"], None), res("b", &["192.0.2.2"], None)];
+        let (v, t) = verdict(&r);
+        assert_eq!(v, Verdict::Mixed);
+        assert!(t.contains("rotation"), "{t}");
+
+        // Same answers, non-zero scope.
+        let r = vec![res("a", &["192.0.2.1"], Some(24)), res("b", &["192.0.2.1"], Some(24))];
+        let (v, t) = verdict(&r);
+        assert_eq!(v, Verdict::Mixed);
+        assert!(t.contains("not /0"), "{t}");
+
+        // Different answers, one scoped /0 (Knot's default).
+        let r = vec![res("a", &["192.0.2.1"], Some(24)), res("b", &["192.0.2.2"], Some(0))];
+        let (v, t) = verdict(&r);
+        assert_eq!(v, Verdict::Mixed);
+        assert!(t.contains("scope /0 for b"), "{t}");
+
+        // Echo on some only.
+        let r = vec![res("a", &["192.0.2.1"], Some(0)), res("b", &["192.0.2.1"], None)];
+        let (v, t) = verdict(&r);
+        assert_eq!(v, Verdict::Mixed);
+        assert!(t.contains("only 1 of 2"), "{t}");
+
+        // Some failed.
+        let r = vec![
+            res("a", &["192.0.2.1"], Some(0)),
+            fail("b", Status::Timeout, "timeout: no reply"),
+        ];
+        let (v, t) = verdict(&r);
+        assert_eq!(v, Verdict::Mixed);
+        assert!(t.contains("1 of 2 subnets failed"), "{t}");
+        assert!(t.contains("scope /0"), "{t}");
+    }
+
+    #[test]
+    fn failed_when_nothing_answered() {
+        let r = vec![
+            fail("a", Status::Refused, "REFUSED by x"),
+            fail("b", Status::Timeout, "timeout"),
+        ];
+        let (v, t) = verdict(&r);
+        assert_eq!(v, Verdict::Failed);
+        assert!(t.contains("REFUSED by x"), "{t}");
+    }
+
+    #[test]
+    fn nxdomain_everywhere_is_one_set() {
+        let mut a = res("a", &[], Some(0));
+        a.outcome.rcode = Some("NXDOMAIN".into());
+        let mut b = a.clone();
+        b.subnet = "b".into();
+        assert_eq!(verdict(&[a, b]).0, Verdict::Uniform);
+    }
+
+    #[test]
+    fn bad_echo_is_warned() {
+        let mut a = res("a", &["192.0.2.1"], Some(0));
+        a.outcome.ecs_echo_valid = Some(false);
+        let (v, t) = verdict(&[a]);
+        assert_eq!(v, Verdict::Uniform);
+        assert!(t.contains("did not match"), "{t}");
+    }
+}
