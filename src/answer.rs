@@ -108,6 +108,10 @@ impl Engine {
                 outcome.rcode = RCODE_BADVERS;
                 return Some(self.error(&mut w, req, Some(question_end), Some(edns), RCODE_BADVERS));
             }
+            Err(Reject::NotImp { edns }) => {
+                outcome.rcode = RCODE_NOTIMP;
+                return Some(self.error(&mut w, req, None, edns, RCODE_NOTIMP));
+            }
             Ok(()) => {}
         }
         outcome.qtype = q.qtype;
@@ -226,6 +230,8 @@ impl Engine {
             ecs: q.edns.and_then(|e| e.ecs),
             scope: Scope::GLOBAL,
             pool: None,
+            qname: name.as_bytes(),
+            chain: [&[]; MAX_CHAIN],
         };
         let rcode = ctx.lookup(w, name, apex_at, Owner::Qname, q.qtype, 0);
         let aa = rcode != LookupRc::Referral;
@@ -263,6 +269,10 @@ struct Ctx<'e> {
     ecs: Option<ClientSubnet>,
     scope: Scope,
     pool: Option<(u32, u32)>,
+    /// The query name (lower-cased wire), to stop a CNAME loop back to it.
+    qname: &'e [u8],
+    /// CNAME targets already looked up in this answer (loop protection).
+    chain: [&'e [u8]; MAX_CHAIN],
 }
 
 impl<'e> Ctx<'e> {
@@ -327,8 +337,10 @@ impl<'e> Ctx<'e> {
             let family = match qtype {
                 TYPE_A => Some(false),
                 TYPE_AAAA => Some(true),
-                // RFC 8482 §4.1: answer ANY with one RRset; the addresses are it.
-                TYPE_ANY => Some(false),
+                // RFC 8482 §4.1: answer ANY with one RRset; the addresses are it
+                // (IPv4, or IPv6 for a pool that has no IPv4 members).
+                TYPE_ANY => Some(matches!(binding.target,
+                    Target::Pool(p) if self.engine.pools[p].v4.is_empty())),
                 _ => None,
             };
             if let Some(v6) = family {
@@ -366,19 +378,31 @@ impl<'e> Ctx<'e> {
         else {
             return LookupRc::NoError;
         };
-        if depth + 1 >= MAX_CHAIN || !crate::zone::is_subdomain(target, &self.zone.origin) {
+        // `depth` links have been followed so far: at most MAX_CHAIN in all.
+        if depth >= MAX_CHAIN || !crate::zone::is_subdomain(target, &self.zone.origin) {
             return LookupRc::NoError;
         }
+        // A loop: the target is already in the answer (each CNAME once).
+        let seen = &self.chain[..depth];
+        if **target == *self.qname || seen.iter().any(|&n| *n == **target) {
+            return LookupRc::NoError;
+        }
+        self.chain[depth] = &target[..];
         let mut tn = WireName::default();
         if !tn.set(target) {
             return LookupRc::NoError;
         }
         let apex_at = tn.nlabels - self.zone.origin_labels;
+        let (mark, overflow) = (w.len, w.overflow);
+        let (ns, ar) = (w.ns, w.ar);
         match self.lookup(w, &tn, apex_at, Owner::Name(target), qtype, depth + 1) {
-            // A referral inside a chain: the resolver chases the target itself.
+            // A referral inside a chain: the resolver chases the target
+            // itself. Take the referral's records out of the message too.
             LookupRc::Referral => {
-                w.ns = 0;
-                w.ar = 0;
+                w.truncate(mark);
+                w.overflow = overflow;
+                w.ns = ns;
+                w.ar = ar;
                 LookupRc::NoError
             }
             rc => rc,
@@ -429,14 +453,7 @@ impl<'e> Ctx<'e> {
         let (list, scope): (&[usize], Scope) = match &binding.target {
             Target::Pool(p) => (std::slice::from_ref(p), Scope::GLOBAL),
             Target::Geo(map) => {
-                let (addr, scope) = match self.ecs {
-                    Some(c) if c.source() > 0 => match special_block(c.addr()) {
-                        // RFC 7871 §10: decide on the resolver, scope the special block.
-                        Some(blk) => (self.src, Some(blk.prefix_len())),
-                        None => (c.addr(), None),
-                    },
-                    _ => (self.src, Some(0)),
-                };
+                let (addr, scope) = geo_client(self.ecs, self.src);
                 let (d, len) = map.decide(addr);
                 let scope = if map.is_uniform() {
                     0
@@ -488,7 +505,13 @@ impl<'e> Ctx<'e> {
                     };
                     let members = e.pools[p].family(v6);
                     let slot = binding.slot + v6 as usize;
-                    let n = select(members, binding.mode, &|_| true, slot, e.generation, &mut out);
+                    // Regardless of health, but not members the operator
+                    // drained (unless that leaves none).
+                    let kept = |m: &crate::pool::Member| !e.health.is_drained(m.health);
+                    let mut n = select(members, binding.mode, &kept, slot, e.generation, &mut out);
+                    if n == 0 {
+                        n = select(members, binding.mode, &|_| true, slot, e.generation, &mut out);
+                    }
                     (p, n, binding.degraded_ttl)
                 }
                 AllDown::Empty => {
@@ -517,6 +540,30 @@ impl<'e> Ctx<'e> {
         self.scope = self.scope.max(scope);
         self.pool = Some((b, pool_idx as u32));
         LookupRc::NoError
+    }
+}
+
+/// The address a geo answer is decided on, and the scope the ECS rules force
+/// (None: the length of the partition block holding the address).
+///
+/// - ECS with SOURCE > 0 and a globally routable address: that address.
+/// - ECS address in special-purpose space (private, loopback, CGNAT,
+///   documentation, IPv4-mapped...): the transport source address, with the
+///   scope covering the whole special block (RFC 7871 §10).
+/// - SOURCE 0 or no ECS: the source address, scope 0 (§7.1.2).
+///
+/// A dual-stack socket reports an IPv4 client as `::ffff:a.b.c.d`; the
+/// source is unmapped so it is located as the IPv4 address it is. Shared
+/// with `meridian lookup`. No allocation.
+#[inline]
+pub fn geo_client(ecs: Option<ClientSubnet>, src: IpAddr) -> (IpAddr, Option<u8>) {
+    let src = src.to_canonical();
+    match ecs {
+        Some(c) if c.source() > 0 => match special_block(c.addr()) {
+            Some(blk) => (src, Some(blk.prefix_len())),
+            None => (c.addr(), None),
+        },
+        _ => (src, Some(0)),
     }
 }
 

@@ -116,20 +116,57 @@ pub struct PoolCfg {
     pub min_up: Option<f64>,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
+/// A pool member: `"192.0.2.1"` or `{ address = "192.0.2.1", weight = 5 }`.
+#[derive(Debug)]
 pub enum MemberCfg {
     Addr(String),
     Full {
         address: String,
-        #[serde(default)]
         weight: Option<i64>,
-        #[serde(default)]
         check: Option<String>,
         /// Port the health check connects to, if it differs from the check's.
-        #[serde(default)]
         port: Option<u16>,
     },
+}
+
+/// The table form of a member; strict, so a misspelt key is an error.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MemberTable {
+    address: String,
+    #[serde(default)]
+    weight: Option<i64>,
+    #[serde(default)]
+    check: Option<String>,
+    #[serde(default)]
+    port: Option<u16>,
+}
+
+// Hand-written rather than `untagged`, so errors name the bad key or value
+// (and its line) instead of "did not match any variant".
+impl<'de> Deserialize<'de> for MemberCfg {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = MemberCfg;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an address string or a table { address, weight, check, port }")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<MemberCfg, E> {
+                Ok(MemberCfg::Addr(s.to_string()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, m: A) -> Result<MemberCfg, A::Error> {
+                let t = MemberTable::deserialize(serde::de::value::MapAccessDeserializer::new(m))?;
+                Ok(MemberCfg::Full {
+                    address: t.address,
+                    weight: t.weight,
+                    check: t.check,
+                    port: t.port,
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -178,6 +215,7 @@ pub struct GeoRulesCfg {
 #[derive(Debug, Deserialize, Clone, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct CheckCfg {
+    /// `tcp`, `http`, `https` or `none`.
     #[serde(rename = "type")]
     pub kind: String,
     #[serde(default)]
@@ -186,6 +224,12 @@ pub struct CheckCfg {
     pub interval_ms: Option<u64>,
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// `interval_ms` in seconds (`interval = 10`, `interval = 0.5`).
+    #[serde(default)]
+    pub interval: Option<f64>,
+    /// `timeout_ms` in seconds.
+    #[serde(default)]
+    pub timeout: Option<f64>,
     #[serde(default)]
     pub rise: Option<u32>,
     #[serde(default)]

@@ -184,6 +184,7 @@ fn build(src: &Source, cfg: ConfigFile, prev: Option<&Engine>) -> Result<Engine,
 
     // Names bound to pools.
     let mut bindings = Vec::new();
+    let mut bound_at = HashMap::new();
     for (name, nc) in &cfg.name {
         let span = nc.span();
         let n = nc.get_ref();
@@ -364,6 +365,17 @@ fn build(src: &Source, cfg: ConfigFile, prev: Option<&Engine>) -> Result<Engine,
             }
         };
         let node = zone.node_id(&w);
+        // Keys differing only in case or a trailing dot name the same owner.
+        if let Some(other) = bound_at.insert(w.clone(), span.start) {
+            return Err(src.err(
+                span.clone(),
+                format!(
+                    "{} is bound twice (also at line {})",
+                    name_text(&w),
+                    crate::error::line_of(&src.text, other)
+                ),
+            ));
+        }
         zone.nodes[node as usize].dynamic = Some(bindings.len() as u32);
         bindings.push(Binding {
             name: name_text(&w),
@@ -377,6 +389,8 @@ fn build(src: &Source, cfg: ConfigFile, prev: Option<&Engine>) -> Result<Engine,
     }
 
     let health = Arc::new(HealthTable::new(&health_specs, prev.map(|p| (&*p.health, &p.checks[..]))));
+    // Operator overrides live outside the engine and survive reloads.
+    crate::health::checker::apply_overrides(&health, &health_specs);
     Ok(Engine {
         config_path: src.path.clone(),
         zones,
@@ -431,14 +445,17 @@ fn build_pool(
     if pc.members.is_empty() {
         return Err(src.err(p.span(), format!("pool {name:?} is empty")));
     }
+    // A check by name; "none" (unless a table of that name exists) means no check.
+    let find_check = |c: &str, span: std::ops::Range<usize>| -> Result<Option<crate::health::Check>, LocatedError> {
+        match checks.get(c) {
+            Some(x) => Ok(Some(x.clone())),
+            None if c == "none" => Ok(None),
+            None => Err(src.err(span, format!("pool {name:?}: unknown check {c:?}"))),
+        }
+    };
     let default_check = match &pc.check {
         None => None,
-        Some(c) => Some(
-            checks
-                .get(c.get_ref())
-                .ok_or_else(|| src.err(c.span(), format!("unknown check {:?}", c.get_ref())))?
-                .clone(),
-        ),
+        Some(c) => find_check(c.get_ref(), c.span())?,
     };
     let mut pool = Pool {
         name: name.to_string(),
@@ -447,8 +464,16 @@ fn build_pool(
         location: pc.location.map(|[a, b]| (a, b)),
         min_up: pc.min_up.unwrap_or(1.0),
     };
-    if pool.min_up <= 0.0 {
-        return Err(src.err(p.span(), "min_up must be a count >= 1 or a fraction in (0, 1)"));
+    if !(pool.min_up > 0.0 && (pool.min_up < 1.0 || pool.min_up.fract() == 0.0))
+        || pool.min_up > MAX_MEMBERS as f64
+    {
+        return Err(src.err(
+            p.span(),
+            format!(
+                "pool {name:?}: min_up must be a whole count >= 1 or a fraction in (0, 1), not {}",
+                pool.min_up
+            ),
+        ));
     }
     let mut seen = std::collections::HashSet::new();
     for m in &pc.members {
@@ -472,15 +497,24 @@ fn build_pool(
             return Err(src.err(m.span(), format!("member {ip} is listed twice in pool {name:?}")));
         }
         let check = match check {
-            Some(c) => Some(
-                checks
-                    .get(c)
-                    .ok_or_else(|| src.err(m.span(), format!("unknown check {c:?}")))?
-                    .clone(),
-            ),
+            Some(c) => find_check(c, m.span())?,
             None => default_check.clone(),
         };
+        if port == Some(0) {
+            return Err(src.err(m.span(), format!("member {ip}: port 0")));
+        }
         let spec = CheckSpec::new(ip, port, check);
+        if let Some(c) = &spec.check {
+            if spec.effective_port().is_none() {
+                return Err(src.err(
+                    m.span(),
+                    format!(
+                        "member {ip} of pool {name:?}: check {:?} is tcp and has no port (give the check or the member a port)",
+                        c.name
+                    ),
+                ));
+            }
+        }
         let h = *spec_index.entry(spec.clone()).or_insert_with(|| {
             specs.push(spec);
             (specs.len() - 1) as u32

@@ -1,5 +1,9 @@
-//! The HTTP API: `GET /metrics` (Prometheus text format 0.0.4) and
-//! `GET /status` (JSON). Plain HTTP/1.1, one request per connection.
+//! The HTTP API: `GET /metrics` (Prometheus text format 0.0.4), `GET /status`
+//! (JSON: every member's health) and the operator overrides
+//! (`POST /override/ADDRESS?state=up|down|drain|none[&port=N]`,
+//! `DELETE /override/ADDRESS[?port=N]`). Plain HTTP/1.1, one request per
+//! connection. There is no authentication: bind it to loopback or a
+//! management network.
 
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
@@ -50,10 +54,91 @@ pub async fn serve(shared: Arc<Shared>, listener: tokio::net::TcpListener) {
     }
 }
 
-fn route(shared: &Shared, method: &str, path: &str) -> (&'static str, &'static str, String) {
+fn route(shared: &Shared, method: &str, target: &str) -> (&'static str, &'static str, String) {
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
     match (method, path) {
         ("GET", "/metrics") => ("200 OK", "text/plain; version=0.0.4", metrics_text(shared)),
+        ("GET", "/status") => (
+            "200 OK",
+            "application/json",
+            crate::health::report::status_json(&shared.engine.load()),
+        ),
+        (_, "/metrics" | "/status") => ("405 Method Not Allowed", "text/plain", "use GET\n".into()),
+        (_, p) if p.starts_with("/override/") => {
+            override_route(shared, method, &p["/override/".len()..], query)
+        }
         _ => ("404 Not Found", "text/plain", "not found\n".into()),
+    }
+}
+
+fn bad(msg: String) -> (&'static str, &'static str, String) {
+    (
+        "400 Bad Request",
+        "application/json",
+        format!("{{\"error\": {}}}\n", crate::health::report::json_str(&msg)),
+    )
+}
+
+/// `POST|PUT /override/ADDRESS?state=up|down|drain|none[&port=N]` sets an
+/// override (`none` clears it); `DELETE /override/ADDRESS[?port=N]` clears it.
+/// ADDRESS may also be `v4:port` or `[v6]:port`.
+fn override_route(
+    shared: &Shared,
+    method: &str,
+    who: &str,
+    query: &str,
+) -> (&'static str, &'static str, String) {
+    use crate::health::report::{json_str, parse_target, percent_decode};
+    let who = percent_decode(who);
+    let Some((addr, mut port)) = parse_target(&who) else {
+        return bad(format!("bad address {who:?}"));
+    };
+    let mut state = None;
+    for kv in query.split('&').filter(|kv| !kv.is_empty()) {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        let v = percent_decode(v);
+        match k {
+            "state" => match crate::health::parse_override(&v) {
+                Some(o) => state = Some(o),
+                None => return bad(format!("bad state {v:?} (up, down, drain or none)")),
+            },
+            "port" => match v.parse::<u16>() {
+                Ok(p) if p > 0 => port = Some(p),
+                _ => return bad(format!("bad port {v:?}")),
+            },
+            _ => return bad(format!("unknown parameter {k:?} (state, port)")),
+        }
+    }
+    let state = match method {
+        "POST" | "PUT" => match state {
+            Some(s) => s,
+            None => return bad("state=up|down|drain|none is required".into()),
+        },
+        "DELETE" => crate::health::OVR_NONE,
+        _ => {
+            return (
+                "405 Method Not Allowed",
+                "text/plain",
+                "use POST or DELETE\n".into(),
+            )
+        }
+    };
+    match crate::health::set_override(shared, addr, port, state) {
+        Ok(n) => (
+            "200 OK",
+            "application/json",
+            format!(
+                "{{\"address\": {}, \"port\": {}, \"override\": \"{}\", \"entries\": {n}}}\n",
+                json_str(&addr.to_string()),
+                port.map(|p| p.to_string()).unwrap_or_else(|| "null".into()),
+                crate::health::override_name(state)
+            ),
+        ),
+        Err(e) => (
+            "404 Not Found",
+            "application/json",
+            format!("{{\"error\": {}}}\n", json_str(&e)),
+        ),
     }
 }
 
@@ -106,6 +191,7 @@ pub fn metrics_text(shared: &Shared) -> String {
     let _ = writeln!(s, "meridian_reloads_total{{result=\"failed\"}} {}", c(&m.reloads_failed));
     let _ = writeln!(s, "# TYPE meridian_tcp_rejected_total counter");
     let _ = writeln!(s, "meridian_tcp_rejected_total {}", c(&m.tcp_rejected));
+    crate::health::report::metrics(&e, &mut s);
     s
 }
 

@@ -168,3 +168,56 @@ impl Local {
         self.pools.fill(0);
     }
 }
+
+/// Upper bounds (seconds) of the health check latency histogram buckets.
+pub const LATENCY_BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// A Prometheus histogram of durations with fixed buckets (`LATENCY_BUCKETS`),
+/// lock-free. Used for health check latency.
+#[derive(Debug, Default)]
+pub struct Histogram {
+    /// Per-bucket counts (not cumulative); the last slot is +Inf.
+    buckets: [AtomicU64; LATENCY_BUCKETS.len() + 1],
+    sum_us: AtomicU64,
+    count: AtomicU64,
+}
+
+impl Histogram {
+    pub fn observe(&self, d: std::time::Duration) {
+        let s = d.as_secs_f64();
+        let i = LATENCY_BUCKETS
+            .iter()
+            .position(|&b| s <= b)
+            .unwrap_or(LATENCY_BUCKETS.len());
+        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        self.sum_us
+            .fetch_add(d.as_micros().min(u64::MAX as u128) as u64, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    /// Append the `_bucket`, `_sum` and `_count` lines of `name` with `labels`
+    /// (already formatted, e.g. `pool="a",address="b"`).
+    pub fn render(&self, out: &mut String, name: &str, labels: &str) {
+        use std::fmt::Write as _;
+        let sep = if labels.is_empty() { "" } else { "," };
+        let mut acc = 0;
+        for (i, b) in self.buckets.iter().enumerate() {
+            acc += b.load(Ordering::Relaxed);
+            let le = match LATENCY_BUCKETS.get(i) {
+                Some(v) => v.to_string(),
+                None => "+Inf".to_string(),
+            };
+            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {acc}");
+        }
+        let sum = self.sum_us.load(Ordering::Relaxed) as f64 / 1e6;
+        let _ = writeln!(out, "{name}_sum{{{labels}}} {sum}");
+        // The +Inf bucket and the count agree even while probes record.
+        let _ = writeln!(out, "{name}_count{{{labels}}} {acc}");
+    }
+}

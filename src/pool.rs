@@ -108,8 +108,16 @@ impl Rng {
 struct ThreadState {
     rng: Rng,
     generation: u64,
-    /// Smooth weighted round robin counters, one vector per rotation slot.
-    cursors: Vec<Vec<i64>>,
+    /// Smooth weighted round robin counters: per rotation slot, one entry per
+    /// pool answered through it (a geo name's slot sees several pools).
+    cursors: Vec<Vec<Cursor>>,
+}
+
+/// Rotation state of one pool family at one slot.
+struct Cursor {
+    /// Which member list (its address; stable until the next reload).
+    members: *const Member,
+    current: Vec<i64>,
 }
 
 thread_local! {
@@ -182,12 +190,22 @@ pub fn select(
                     s.cursors.clear();
                 }
                 if s.cursors.len() <= slot {
-                    s.cursors.resize(slot + 1, Vec::new());
+                    s.cursors.resize_with(slot + 1, Vec::new);
                 }
-                let cur = &mut s.cursors[slot];
-                if cur.len() != members.len() {
-                    *cur = vec![0; members.len()];
-                }
+                // Allocated once per (slot, pool) and generation: a geo name
+                // whose clients get different pools keeps one cursor per pool.
+                let at = &mut s.cursors[slot];
+                let k = match at.iter().position(|c| c.members == members.as_ptr()) {
+                    Some(k) => k,
+                    None => {
+                        at.push(Cursor {
+                            members: members.as_ptr(),
+                            current: vec![0; members.len()],
+                        });
+                        at.len() - 1
+                    }
+                };
+                let cur = &mut at[k].current;
                 // Smooth weighted round robin (nginx): the first member.
                 let mut total = 0i64;
                 let mut best = 0usize;
@@ -211,7 +229,10 @@ pub fn select(
 
 /// Index into `cand` chosen with probability proportional to weight.
 fn weighted_pick(members: &[Member], cand: &[u16], rng: &mut Rng) -> usize {
-    let total: u64 = cand.iter().map(|&c| members[c as usize].weight as u64).sum();
+    let total: u64 = cand
+        .iter()
+        .map(|&c| members[c as usize].weight as u64)
+        .sum();
     let mut r = rng.below(total);
     for (i, &c) in cand.iter().enumerate() {
         let w = members[c as usize].weight as u64;
@@ -250,6 +271,41 @@ mod tests {
             })
             .collect();
         assert_eq!(firsts, vec![0, 0, 1, 0, 2, 0, 0]);
+    }
+
+    #[test]
+    fn pools_sharing_a_slot_rotate_independently() {
+        // A geo name uses one slot for every pool its clients are sent to.
+        let a = members(&[5, 1, 1]);
+        let b = members(&[1, 1]);
+        let mut out = [0u16; MAX_MEMBERS];
+        let mut fa = Vec::new();
+        let mut fb = Vec::new();
+        for _ in 0..7 {
+            select(&a, Mode::Rotate, &|_| true, 3, 9, &mut out);
+            fa.push(out[0]);
+            select(&b, Mode::Rotate, &|_| true, 3, 9, &mut out);
+            fb.push(out[0]);
+        }
+        assert_eq!(fa, vec![0, 0, 1, 0, 2, 0, 0]);
+        assert_eq!(fb, vec![0, 1, 0, 1, 0, 1, 0]);
+        // A new generation (a reload) starts over.
+        select(&a, Mode::Rotate, &|_| true, 3, 10, &mut out);
+        assert_eq!(out[..3], [0, 1, 2]);
+    }
+
+    #[test]
+    fn rotate_skips_members_that_are_down() {
+        let m = members(&[1, 1, 1]);
+        let mut out = [0u16; MAX_MEMBERS];
+        let up = |x: &Member| x.health != 1;
+        let firsts: Vec<u16> = (0..4)
+            .map(|_| {
+                assert_eq!(select(&m, Mode::Rotate, &up, 0, 11, &mut out), 2);
+                out[0]
+            })
+            .collect();
+        assert_eq!(firsts, vec![0, 2, 0, 2]);
     }
 
     #[test]

@@ -1,8 +1,17 @@
 //! Human-readable reports: the `check` summary and the `lookup` explanation.
 
+use std::net::IpAddr;
 use std::path::Path;
 
+use hickory_proto::op::{Message, ResponseCode};
+use hickory_proto::rr::Name;
+
+use crate::answer::{geo_client, Outcome, Scratch, Transport};
+use crate::ecs::{ClientSubnet, Scope};
 use crate::engine::{Engine, Target};
+use crate::pool::Mode;
+use crate::wire::{CLASS_IN, TYPE_A, TYPE_AAAA};
+use crate::zone::{name_text, wire_name};
 
 pub fn summary(e: &Engine) -> String {
     let mut s = String::new();
@@ -29,6 +38,173 @@ pub fn summary(e: &Engine) -> String {
     s.trim_end().to_string()
 }
 
-pub fn lookup(_config: &Path, _name: &str, _qtype: &str, _client: &str) -> Result<String, String> {
-    Err("lookup: not yet".into())
+/// `meridian lookup`: how `name` is answered for `client` ("ADDR" or
+/// "ADDR/LEN"), without a server. The query goes through the same answer
+/// path the server runs ([`Engine::answer`]), with the client as both the
+/// ECS subnet (ADDR/LEN; no LEN = a /32 or /128) and the transport source,
+/// and [`crate::geo::GeoMap::explain`] says why. Health is as at start-up
+/// (no checks have run). A name that is not pool- or geo-backed is an error
+/// (exit 1) whose message shows the zone's static answer (scope 0).
+pub fn lookup(config: &Path, name: &str, qtype: &str, client: &str) -> Result<String, String> {
+    let e = Engine::load(config).map_err(|e| e.to_string())?;
+    let (v6, rtype) = match qtype.to_ascii_uppercase().as_str() {
+        "A" => (false, TYPE_A),
+        "AAAA" => (true, TYPE_AAAA),
+        other => return Err(format!("lookup: --type must be A or AAAA, not {other:?}")),
+    };
+    let (addr, len) = parse_client(client)?;
+    let mut qname = Name::from_ascii(name).map_err(|err| format!("lookup: bad name {name:?}: {err}"))?;
+    qname.set_fqdn(true);
+    let wire = wire_name(&qname);
+    let qtext = name_text(&wire);
+    if e.zone_for(&wire).is_none() {
+        return Err(format!(
+            "lookup: {qtext} is not in any zone served by {}",
+            config.display()
+        ));
+    }
+
+    // One query through the server's own answer path (TCP: never truncated).
+    let ecs = ClientSubnet::new(addr, len).expect("length checked");
+    let mut req = vec![0x4d, 0x52, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1];
+    req.extend_from_slice(&wire);
+    req.extend_from_slice(&rtype.to_be_bytes());
+    req.extend_from_slice(&CLASS_IN.to_be_bytes());
+    let mut opt = [0u8; 24];
+    let n = ecs.write_echo(Scope::GLOBAL, &mut opt);
+    req.extend_from_slice(&[0, 0, 41, 0x04, 0xd0, 0, 0, 0, 0]);
+    req.extend_from_slice(&(n as u16).to_be_bytes());
+    req.extend_from_slice(&opt[..n]);
+    let mut scratch = Scratch::default();
+    let mut out = vec![0u8; 65535];
+    let mut outcome = Outcome::default();
+    let t = Transport { src: addr, tcp: true };
+    let rlen = e
+        .answer(&req, t, &mut scratch, &mut out, &mut outcome)
+        .ok_or("lookup: the query was not answered")?;
+    let resp = Message::from_vec(&out[..rlen]).map_err(|err| format!("lookup: bad response: {err}"))?;
+    let mut records: Vec<String> = resp.answers.iter().map(|r| r.to_string()).collect();
+    let rcode = resp.metadata.response_code;
+    let scope = outcome.scope.unwrap_or(0);
+
+    // The binding that answered: the name itself, a wildcard or a CNAME target.
+    let exact = e
+        .zone_for(&wire)
+        .and_then(|z| z.get(&wire))
+        .and_then(|n| n.dynamic);
+    let Some(b) = outcome.pool.map(|p| p.0).or(exact) else {
+        let answer = if records.is_empty() {
+            format!("{rcode}, no records")
+        } else {
+            records.join("\n  ")
+        };
+        return Err(format!(
+            "lookup: {qtext} is not pool- or geo-backed; the zone answers it statically, \
+             the same for every client (scope /0):\n  {answer}"
+        ));
+    };
+    let binding = &e.bindings[b as usize];
+    let names = |list: &[usize]| {
+        list.iter()
+            .map(|&p| e.pools[p].name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut s = String::new();
+    let via = if binding.name != qtext {
+        format!(" (answered by {})", binding.name)
+    } else {
+        String::new()
+    };
+    let mode = format!("{:?}", binding.mode).to_lowercase();
+    let client_text = format!("{addr}/{len}");
+    // Why the response has the scope it has.
+    let mut why_scope = String::new();
+    match &binding.target {
+        Target::Pool(p) => {
+            s += &format!("name:     {qtext} {qtype}{via}: pool {}, mode {mode}\n", e.pools[*p].name);
+            s += &format!("client:   {client_text}\n");
+            s += "location: not used (a plain pool answers every client alike)\n";
+            s += "rule:     none\n";
+            why_scope = "the answer does not depend on the client".into();
+        }
+        Target::Geo(map) => {
+            s += &format!("name:     {qtext} {qtype}{via}: geo, mode {mode}\n");
+            let (at, _) = geo_client(Some(ecs), addr);
+            let d = map.explain(e.geo.as_deref(), at);
+            let special = crate::geo::special_block(ecs.addr());
+            match (len, special) {
+                (0, _) => s += &format!(
+                    "client:   {client_text} (SOURCE 0: decided on the source address {at})\n"
+                ),
+                (_, Some(blk)) => {
+                    s += &format!(
+                        "client:   {client_text} is special-purpose space {blk}: ECS ignored, \
+                         decided on the resolver's address (here the client's own, {at})\n"
+                    );
+                    why_scope = format!("{blk}, the whole special-purpose block");
+                }
+                _ => s += &format!("client:   {client_text}, decided on {at}\n"),
+            }
+            match (&d.location, &d.db_network) {
+                (Some(l), Some(n)) => s += &format!("location: {l} (database network {n})\n"),
+                _ => s += "location: not in the database\n",
+            }
+            s += &format!("rule:     {} -> pools {}\n", d.rule, names(&d.pools));
+            if !d.consistent {
+                s += "warning:  the compiled map disagrees with direct evaluation (a bug)\n";
+            }
+            if map.is_uniform() {
+                why_scope = format!("every client gets pools {}", names(&d.pools));
+            } else if len == 0 {
+                why_scope = "SOURCE 0: the client asked that its address not be used".into();
+            } else if why_scope.is_empty() {
+                why_scope = format!(
+                    "{}, the largest block around the client in which every address gets pools {}",
+                    d.block,
+                    names(&d.pools)
+                );
+            }
+        }
+    }
+    match outcome.pool {
+        Some((_, p)) => s += &format!("pool:     {}\n", e.pools[p as usize].name),
+        None => s += "pool:     none\n",
+    }
+    if binding.mode == Mode::All {
+        // The server shuffles the order per answer; sorted here.
+        records.sort();
+    }
+    if records.is_empty() {
+        let why = if rcode == ResponseCode::NoError {
+            format!("NODATA (no {} member is available)", if v6 { "IPv6" } else { "IPv4" })
+        } else {
+            rcode.to_string()
+        };
+        s += &format!("answer:   {why}\n");
+        why_scope = "a negative answer never depends on the client".into();
+    } else {
+        s += &format!("answer:   {}\n", records.join("\n          "));
+    }
+    s += &format!("scope:    /{scope} ({why_scope})\n");
+    Ok(s)
+}
+
+/// "ADDR" (a /32 or /128) or "ADDR/LEN".
+fn parse_client(client: &str) -> Result<(IpAddr, u8), String> {
+    let bad = || format!("lookup: bad --client {client:?} (want ADDR or ADDR/LEN)");
+    let (a, l) = match client.split_once('/') {
+        Some((a, l)) => (a, Some(l)),
+        None => (client, None),
+    };
+    let addr: IpAddr = a.trim().parse().map_err(|_| bad())?;
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    let len = match l {
+        None => max,
+        Some(l) => l.trim().parse::<u8>().map_err(|_| bad())?,
+    };
+    if len > max {
+        return Err(format!("lookup: prefix /{len} is longer than the address family allows (/{max})"));
+    }
+    Ok((addr, len))
 }

@@ -139,6 +139,9 @@ pub enum Reject {
     },
     /// EDNS version we do not speak (RFC 6891 §6.1.3).
     BadVers { question_end: usize, edns: Edns },
+    /// An opcode we do not implement, in a message whose QDCOUNT is not 1
+    /// (with QDCOUNT 1 the question parses and the caller says NOTIMP).
+    NotImp { edns: Option<Edns> },
 }
 
 #[inline]
@@ -192,13 +195,47 @@ pub fn parse_query(p: &[u8], out: &mut Query) -> Result<(), Reject> {
     let an = u16::from_be_bytes([p[6], p[7]]);
     let ns = u16::from_be_bytes([p[8], p[9]]);
     let ar = u16::from_be_bytes([p[10], p[11]]);
+    let counts = (an, ns, ar);
+    if qd != 1 {
+        // Still look for an OPT, so the error carries one iff the query did
+        // (RFC 6891 §7). An opcode we do not know is NOTIMP whatever its
+        // sections hold (RFC 8490 §5.1: DSO messages have no question).
+        let mut i = 12;
+        let mut edns = None;
+        let mut questions_ok = true;
+        for _ in 0..qd {
+            match skip_name(p, i) {
+                Some(j) if j + 4 <= p.len() => i = j + 4,
+                _ => {
+                    questions_ok = false;
+                    break;
+                }
+            }
+        }
+        if questions_ok {
+            edns = match parse_records(p, i, counts) {
+                Ok((e, _)) => e,
+                Err(e) => e,
+            };
+        }
+        if let Some(e) = edns.as_mut() {
+            // Only a clean ECS is echoed, and only with version 0.
+            if e.version != 0 {
+                e.ecs = None;
+            }
+        }
+        if (flags >> 11) & 0xF != 0 {
+            return Err(Reject::NotImp { edns });
+        }
+        return Err(Reject::FormErr {
+            question_end: None,
+            edns,
+        });
+    }
     let formerr = Reject::FormErr {
         question_end: None,
         edns: None,
     };
-    if qd != 1 {
-        return Err(formerr);
-    }
     // Question: a name without compression (nothing precedes it to point at).
     let mut i = 12;
     {
@@ -239,98 +276,10 @@ pub fn parse_query(p: &[u8], out: &mut Query) -> Result<(), Reject> {
     out.qclass = qclass;
     i += 4;
     out.question_end = i;
-    let qerr = Reject::FormErr {
-        question_end: Some(i),
-        edns: None,
-    };
-    // Answer and authority records are not expected in a query; skip them.
-    for _ in 0..(an as usize + ns as usize) {
-        i = skip_name(p, i).ok_or(qerr)?;
-        let rdlen = u16_at(p, i + 8).ok_or(qerr)? as usize;
-        i += 10 + rdlen;
-        if i > p.len() {
-            return Err(qerr);
-        }
-    }
-    let mut edns: Option<Edns> = None;
-    let mut ecs_err: Option<EcsError> = None;
-    for _ in 0..ar {
-        let name_start = i;
-        i = skip_name(p, i).ok_or(qerr)?;
-        let rtype = u16_at(p, i).ok_or(qerr)?;
-        let class = u16_at(p, i + 2).ok_or(qerr)?;
-        let ttl_hi = u16_at(p, i + 4).ok_or(qerr)?;
-        let ttl_lo = u16_at(p, i + 6).ok_or(qerr)?;
-        let rdlen = u16_at(p, i + 8).ok_or(qerr)? as usize;
-        let rd_start = i + 10;
-        let rd_end = rd_start + rdlen;
-        if rd_end > p.len() {
-            return Err(Reject::FormErr {
-                question_end: Some(out.question_end),
-                edns,
-            });
-        }
-        i = rd_end;
-        if rtype != TYPE_OPT {
-            continue;
-        }
-        // RFC 6891 §6.1.1: one OPT, owned by the root.
-        if edns.is_some() || p[name_start] != 0 || i - rdlen - 10 != name_start + 1 {
-            return Err(Reject::FormErr {
-                question_end: Some(out.question_end),
-                edns,
-            });
-        }
-        let mut e = Edns {
-            udp_size: class,
-            version: (ttl_hi & 0xFF) as u8,
-            dnssec_ok: ttl_lo & 0x8000 != 0,
-            ecs: None,
-        };
-        let mut j = rd_start;
-        let mut bad_options = false;
-        while j < rd_end {
-            let (Some(code), Some(len)) = (u16_at(p, j), u16_at(p, j + 2)) else {
-                bad_options = true;
-                break;
-            };
-            let body = j + 4;
-            let end = body + len as usize;
-            if end > rd_end {
-                bad_options = true;
-                break;
-            }
-            if code == OPT_ECS {
-                if e.ecs.is_some() {
-                    ecs_err.get_or_insert(EcsError::Duplicate);
-                } else {
-                    match ClientSubnet::parse(&p[body..end]) {
-                        Ok(c) => e.ecs = Some(c),
-                        Err(err) => {
-                            ecs_err.get_or_insert(err);
-                        }
-                    }
-                }
-            }
-            j = end;
-        }
-        if bad_options {
-            // Echo the OPT without options: we cannot trust any of them.
-            e.ecs = None;
-            return Err(Reject::FormErr {
-                question_end: Some(out.question_end),
-                edns: Some(e),
-            });
-        }
-        edns = Some(e);
-    }
-    if i != p.len() {
-        // Trailing garbage after the last record.
-        return Err(Reject::FormErr {
-            question_end: Some(out.question_end),
-            edns,
-        });
-    }
+    let (edns, ecs_err) = parse_records(p, i, counts).map_err(|edns| Reject::FormErr {
+        question_end: Some(out.question_end),
+        edns,
+    })?;
     if let Some(e) = edns {
         if e.version != 0 {
             let mut e = e;
@@ -351,6 +300,88 @@ pub fn parse_query(p: &[u8], out: &mut Query) -> Result<(), Reject> {
     }
     out.edns = edns;
     Ok(())
+}
+
+/// Walk the answer, authority and additional sections from `i` to the end
+/// of the packet and pick out the OPT record. On a malformed record (or bytes
+/// after the last one) the error holds the OPT parsed so far, to echo it.
+fn parse_records(
+    p: &[u8],
+    mut i: usize,
+    (an, ns, ar): (u16, u16, u16),
+) -> Result<(Option<Edns>, Option<EcsError>), Option<Edns>> {
+    // Answer and authority records are not expected in a query; skip them.
+    for _ in 0..(an as usize + ns as usize) {
+        i = skip_name(p, i).ok_or(None)?;
+        let rdlen = u16_at(p, i + 8).ok_or(None)? as usize;
+        i += 10 + rdlen;
+        if i > p.len() {
+            return Err(None);
+        }
+    }
+    let mut edns: Option<Edns> = None;
+    let mut ecs_err: Option<EcsError> = None;
+    for _ in 0..ar {
+        let name_start = i;
+        i = skip_name(p, i).ok_or(edns)?;
+        let rtype = u16_at(p, i).ok_or(edns)?;
+        let class = u16_at(p, i + 2).ok_or(edns)?;
+        let ttl_hi = u16_at(p, i + 4).ok_or(edns)?;
+        let ttl_lo = u16_at(p, i + 6).ok_or(edns)?;
+        let rdlen = u16_at(p, i + 8).ok_or(edns)? as usize;
+        let rd_start = i + 10;
+        let rd_end = rd_start + rdlen;
+        if rd_end > p.len() {
+            return Err(edns);
+        }
+        i = rd_end;
+        if rtype != TYPE_OPT {
+            continue;
+        }
+        // RFC 6891 §6.1.1: one OPT, owned by the root.
+        if edns.is_some() || p[name_start] != 0 || i - rdlen - 10 != name_start + 1 {
+            return Err(edns);
+        }
+        let mut e = Edns {
+            udp_size: class,
+            version: (ttl_hi & 0xFF) as u8,
+            dnssec_ok: ttl_lo & 0x8000 != 0,
+            ecs: None,
+        };
+        let mut j = rd_start;
+        while j < rd_end {
+            let (Some(code), Some(len)) = (u16_at(p, j), u16_at(p, j + 2)) else {
+                // Echo the OPT without options: we cannot trust any of them.
+                e.ecs = None;
+                return Err(Some(e));
+            };
+            let body = j + 4;
+            let end = body + len as usize;
+            if end > rd_end {
+                e.ecs = None;
+                return Err(Some(e));
+            }
+            if code == OPT_ECS {
+                if e.ecs.is_some() {
+                    ecs_err.get_or_insert(EcsError::Duplicate);
+                } else {
+                    match ClientSubnet::parse(&p[body..end]) {
+                        Ok(c) => e.ecs = Some(c),
+                        Err(err) => {
+                            ecs_err.get_or_insert(err);
+                        }
+                    }
+                }
+            }
+            j = end;
+        }
+        edns = Some(e);
+    }
+    if i != p.len() {
+        // Trailing garbage after the last record.
+        return Err(edns);
+    }
+    Ok((edns, ecs_err))
 }
 
 #[cfg(test)]

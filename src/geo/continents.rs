@@ -1,9 +1,12 @@
 //! ISO 3166-1 alpha-2 country -> continent code (AF, AN, AS, EU, NA, OC, SA).
 //!
 //! Used when a database gives a country but no continent (flat schemas), so
-//! continent rules still apply. The assignment follows GeoNames, which is
-//! what MaxMind's `continent.code` uses (RU is EU, TR and the Caucasus AS,
-//! EG AF, PA NA). XK (Kosovo, user-assigned) is included as databases use it.
+//! continent rules still apply and the partition (RFC 7871 §7.2.1) merges
+//! on the same decisions whichever database schema is loaded.
+//!
+//! The assignment follows GeoNames, which MaxMind's `continent.code` uses
+//! (RU is EU, TR and the Caucasus AS, EG AF, PA NA). XK (Kosovo,
+//! user-assigned) is included because databases use it.
 
 /// Sorted by code for binary search.
 #[rustfmt::skip]

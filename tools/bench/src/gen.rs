@@ -145,7 +145,13 @@ mod tests {
         ] {
             assert!(is_special_v4(a.parse::<Ipv4Addr>().unwrap().into()), "{a}");
         }
-        for a in ["8.8.8.0", "172.32.0.0", "100.128.0.0", "198.20.0.0", "223.255.255.0"] {
+        for a in [
+            "8.8.8.0",
+            "172.32.0.0",
+            "100.128.0.0",
+            "198.20.0.0",
+            "223.255.255.0",
+        ] {
             assert!(!is_special_v4(a.parse::<Ipv4Addr>().unwrap().into()), "{a}");
         }
     }

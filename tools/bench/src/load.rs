@@ -327,7 +327,9 @@ pub fn run(cfg: &Config, wire: &Wire) -> io::Result<Report> {
         }
         let want = want.min(batch).min(ids.free.len());
         let sent = if want > 0 {
-            send_batch(&mut socks, &mut tx, &mut ids, wire, &mut qi, want, now, &mut c)
+            send_batch(
+                &mut socks, &mut tx, &mut ids, wire, &mut qi, want, now, &mut c,
+            )
         } else {
             0
         };
@@ -503,8 +505,22 @@ fn wait(pfds: &mut [libc::pollfd], ns: u64) {
 
 pub fn rcode_name(rcode: usize) -> &'static str {
     const NAMES: [&str; 16] = [
-        "NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN", "NOTIMP", "REFUSED", "YXDOMAIN", "YXRRSET",
-        "NXRRSET", "NOTAUTH", "NOTZONE", "DSOTYPENI", "RCODE12", "RCODE13", "RCODE14", "RCODE15",
+        "NOERROR",
+        "FORMERR",
+        "SERVFAIL",
+        "NXDOMAIN",
+        "NOTIMP",
+        "REFUSED",
+        "YXDOMAIN",
+        "YXRRSET",
+        "NXRRSET",
+        "NOTAUTH",
+        "NOTZONE",
+        "DSOTYPENI",
+        "RCODE12",
+        "RCODE13",
+        "RCODE14",
+        "RCODE15",
     ];
     NAMES[rcode & 0x0f]
 }
@@ -539,7 +555,9 @@ mod tests {
             sockets: 1,
             timeout: Duration::from_millis(10),
         };
-        let q = crate::query::parse_line("www.example.test A").unwrap().to_wire();
+        let q = crate::query::parse_line("www.example.test A")
+            .unwrap()
+            .to_wire();
         let err = run(&cfg, &Wire::new([q.as_slice()])).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
     }
@@ -548,7 +566,8 @@ mod tests {
     #[test]
     fn loop_against_loopback_echo() {
         let srv = UdpSocket::bind("127.0.0.1:0").unwrap();
-        srv.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+        srv.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
         let addr = srv.local_addr().unwrap();
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let stop2 = stop.clone();

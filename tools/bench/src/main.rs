@@ -112,8 +112,7 @@ fn run(a: RunArgs) -> Result<(), String> {
     if a.rate.is_some_and(|r| r <= 0.0 || !r.is_finite()) {
         return Err("--rate must be positive".into());
     }
-    let text =
-        std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     let qs = query::parse_file(&text).map_err(|e| format!("{}: {e}", path.display()))?;
     let wires: Vec<Vec<u8>> = qs.iter().map(query::Query::to_wire).collect();
     let wire = load::Wire::new(wires.iter().map(Vec::as_slice));

@@ -159,6 +159,7 @@ impl Query {
         w.push(0);
         w.extend_from_slice(&self.qtype.to_be_bytes());
         w.extend_from_slice(&1u16.to_be_bytes()); // class IN
+
         // OPT RR: root owner, type, payload size as class, TTL 0 (ext-rcode, version, flags).
         w.push(0);
         w.extend_from_slice(&TYPE_OPT.to_be_bytes());
@@ -181,7 +182,7 @@ fn ecs_option(addr: IpAddr, prefix: u8) -> Vec<u8> {
     };
     let n = (prefix as usize).div_ceil(8);
     let mut addr = bytes[..n].to_vec();
-    if prefix % 8 != 0 {
+    if !prefix.is_multiple_of(8) {
         addr[n - 1] &= 0xffu8 << (8 - prefix % 8);
     }
     let mut o = Vec::with_capacity(8 + n);

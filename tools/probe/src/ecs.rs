@@ -95,7 +95,7 @@ impl Verdict {
     }
 }
 
-/// Asks once per subnet.
+/// Asks once per subnet. The answers of each result are sorted (order is rotation's business).
 pub fn run(
     target: &mut Target,
     name: &Name,
@@ -105,10 +105,14 @@ pub fn run(
 ) -> Vec<SubnetResult> {
     subnets
         .iter()
-        .map(|s| SubnetResult {
-            subnet: s.net.to_string(),
-            country: s.country.clone(),
-            outcome: lookup::lookup(target, name, qtype, Some(s.net), opts),
+        .map(|s| {
+            let mut outcome = lookup::lookup(target, name, qtype, Some(s.net), opts);
+            sort_answers(&mut outcome.answers);
+            SubnetResult {
+                subnet: s.net.to_string(),
+                country: s.country.clone(),
+                outcome,
+            }
         })
         .collect()
 }
@@ -128,10 +132,12 @@ pub fn answer_key(o: &Outcome) -> String {
 
 /// Sorts address strings numerically when they parse as addresses, as text otherwise.
 pub fn sort_answers(a: &mut [String]) {
-    a.sort_by(|x, y| match (x.parse::<std::net::IpAddr>(), y.parse::<std::net::IpAddr>()) {
-        (Ok(p), Ok(q)) => p.cmp(&q),
-        _ => x.cmp(y),
-    });
+    a.sort_by(
+        |x, y| match (x.parse::<std::net::IpAddr>(), y.parse::<std::net::IpAddr>()) {
+            (Ok(p), Ok(q)) => p.cmp(&q),
+            _ => x.cmp(y),
+        },
+    );
 }
 
 fn scopes_text(scopes: &BTreeSet<u8>) -> String {
@@ -147,19 +153,12 @@ pub fn verdict(results: &[SubnetResult]) -> (Verdict, String) {
     let ok: Vec<&SubnetResult> = results.iter().filter(|r| r.outcome.ok()).collect();
     let failed: Vec<&SubnetResult> = results.iter().filter(|r| !r.outcome.ok()).collect();
     if ok.is_empty() {
-        let why: Vec<String> = failed
-            .iter()
-            .map(|r| {
-                format!(
-                    "{}: {}",
-                    r.subnet,
-                    r.outcome.error.as_deref().unwrap_or("no answer")
-                )
-            })
-            .collect();
         return (
             Verdict::Failed,
-            format!("no subnet got an answer ({})", why.join("; ")),
+            format!(
+                "no subnet got an answer: {}",
+                failures_text(&failed, results.len())
+            ),
         );
     }
 
@@ -167,22 +166,12 @@ pub fn verdict(results: &[SubnetResult]) -> (Verdict, String) {
     let mut text = text;
     let mut verdict = inner;
     if !failed.is_empty() {
-        let why: Vec<String> = failed
-            .iter()
-            .map(|r| {
-                format!(
-                    "{} {}",
-                    r.subnet,
-                    r.outcome.error.as_deref().unwrap_or("no answer")
-                )
-            })
-            .collect();
         verdict = Verdict::Mixed;
         text = format!(
             "mixed: {} of {} subnets failed ({}); among the {} that answered: {}",
             failed.len(),
             results.len(),
-            why.join("; "),
+            failures_text(&failed, results.len()),
             ok.len(),
             text.strip_prefix("mixed: ").unwrap_or(&text)
         );
@@ -199,6 +188,29 @@ pub fn verdict(results: &[SubnetResult]) -> (Verdict, String) {
         ));
     }
     (verdict, text)
+}
+
+/// The failures, grouped by message: "msg (for a, b)" or "msg (all N subnets)".
+fn failures_text(failed: &[&SubnetResult], total: usize) -> String {
+    let mut groups: Vec<(&str, Vec<&str>)> = Vec::new();
+    for r in failed {
+        let msg = r.outcome.error.as_deref().unwrap_or("no answer");
+        match groups.iter_mut().find(|(m, _)| *m == msg) {
+            Some((_, subnets)) => subnets.push(&r.subnet),
+            None => groups.push((msg, vec![&r.subnet])),
+        }
+    }
+    groups
+        .iter()
+        .map(|(msg, subnets)| {
+            if subnets.len() == total && total > 1 {
+                format!("{msg} (all {total} subnets)")
+            } else {
+                format!("{msg} (for {})", subnets.join(", "))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 fn judge_answered(ok: &[&SubnetResult]) -> (Verdict, String) {
@@ -352,32 +364,47 @@ mod tests {
 
     #[test]
     fn no_ecs_when_never_echoed() {
-        let r = vec![res("a", &["192.0.2.1"], None), res("b", &["192.0.2.1"], None)];
+        let r = vec![
+            res("a", &["192.0.2.1"], None),
+            res("b", &["192.0.2.1"], None),
+        ];
         assert_eq!(verdict(&r).0, Verdict::NoEcs);
     }
 
     #[test]
     fn mixed_cases_are_explained() {
         // Different answers, no ECS: rotation.
-        let r = vec![res("a", &["192.0.2.1"], None), res("b", &["192.0.2.2"], None)];
+        let r = vec![
+            res("a", &["192.0.2.1"], None),
+            res("b", &["192.0.2.2"], None),
+        ];
         let (v, t) = verdict(&r);
         assert_eq!(v, Verdict::Mixed);
         assert!(t.contains("rotation"), "{t}");
 
         // Same answers, non-zero scope.
-        let r = vec![res("a", &["192.0.2.1"], Some(24)), res("b", &["192.0.2.1"], Some(24))];
+        let r = vec![
+            res("a", &["192.0.2.1"], Some(24)),
+            res("b", &["192.0.2.1"], Some(24)),
+        ];
         let (v, t) = verdict(&r);
         assert_eq!(v, Verdict::Mixed);
         assert!(t.contains("not /0"), "{t}");
 
         // Different answers, one scoped /0 (Knot's default).
-        let r = vec![res("a", &["192.0.2.1"], Some(24)), res("b", &["192.0.2.2"], Some(0))];
+        let r = vec![
+            res("a", &["192.0.2.1"], Some(24)),
+            res("b", &["192.0.2.2"], Some(0)),
+        ];
         let (v, t) = verdict(&r);
         assert_eq!(v, Verdict::Mixed);
         assert!(t.contains("scope /0 for b"), "{t}");
 
         // Echo on some only.
-        let r = vec![res("a", &["192.0.2.1"], Some(0)), res("b", &["192.0.2.1"], None)];
+        let r = vec![
+            res("a", &["192.0.2.1"], Some(0)),
+            res("b", &["192.0.2.1"], None),
+        ];
         let (v, t) = verdict(&r);
         assert_eq!(v, Verdict::Mixed);
         assert!(t.contains("only 1 of 2"), "{t}");

@@ -196,7 +196,10 @@ pub fn lookup(
             ));
         }
         if reply.tcp {
-            notes.push(format!("{}: UDP reply truncated, answered over TCP", reply.server));
+            notes.push(format!(
+                "{}: UDP reply truncated, answered over TCP",
+                reply.server
+            ));
         }
         let (cnames, terminal) = cname_chain(msg, &current);
         let answers: Vec<(String, u32)> = msg
@@ -384,9 +387,8 @@ fn ecs_echo(msg: &Message, sent: Option<ipnet::IpNet>) -> (Option<u8>, bool, Opt
         (Some(cs), Some(net)) => {
             let net = net.trunc();
             // Exactly one option, repeating FAMILY, SOURCE PREFIX-LENGTH and ADDRESS.
-            let valid = all.len() == 1
-                && cs.addr() == net.addr()
-                && cs.source_prefix() == net.prefix_len();
+            let valid =
+                all.len() == 1 && cs.addr() == net.addr() && cs.source_prefix() == net.prefix_len();
             (Some(cs.scope_prefix()), true, Some(valid))
         }
         (Some(cs), None) => (Some(cs.scope_prefix()), true, None),

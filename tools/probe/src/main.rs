@@ -239,7 +239,10 @@ fn run_ecs(args: EcsArgs) -> Result<ExitCode, String> {
     if report.answered() {
         Ok(ExitCode::SUCCESS)
     } else {
-        eprintln!("meridian-probe: no server answered: {}", report.verdict_text);
+        eprintln!(
+            "meridian-probe: no server answered: {}",
+            report.verdict_text
+        );
         Ok(ExitCode::from(1))
     }
 }

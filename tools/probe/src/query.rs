@@ -117,11 +117,12 @@ pub fn build_query(
     edns.set_max_payload(EDNS_PAYLOAD);
     if let Some(net) = ecs {
         let net = net.trunc();
-        edns.options_mut().insert(EdnsOption::Subnet(ClientSubnet::new(
-            net.addr(),
-            net.prefix_len(),
-            0,
-        )));
+        edns.options_mut()
+            .insert(EdnsOption::Subnet(ClientSubnet::new(
+                net.addr(),
+                net.prefix_len(),
+                0,
+            )));
     }
     msg.set_edns(edns);
     msg
@@ -239,7 +240,12 @@ fn udp_try(
                 Some(msg) => return Ok((Some(msg), ignored)),
                 None => ignored += 1,
             },
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
                 return Ok((None, ignored))
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -269,7 +275,10 @@ fn tcp_exchange(
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left < Duration::from_millis(1) {
-            return Err(format!("no reply over TCP within {} ms", timeout.as_millis()));
+            return Err(format!(
+                "no reply over TCP within {} ms",
+                timeout.as_millis()
+            ));
         }
         stream
             .set_read_timeout(Some(left))

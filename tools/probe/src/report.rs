@@ -84,7 +84,10 @@ impl EcsReport {
                 .rcode
                 .clone()
                 .unwrap_or_else(|| format!("{:?}", o.status).to_uppercase());
-            let ttl = o.ttl.map(|t| format!("ttl {t}")).unwrap_or_else(|| "-".into());
+            let ttl = o
+                .ttl
+                .map(|t| format!("ttl {t}"))
+                .unwrap_or_else(|| "-".into());
             let scope = match o.scope {
                 Some(p) if o.ecs_echoed => format!("scope /{p}"),
                 _ if o.rcode.is_some() => "no ECS in response".into(),
@@ -233,7 +236,12 @@ impl RotationReport {
             "first address changed: {} time(s) in {} answer(s)",
             sum.first_changed, sum.answered
         );
-        let _ = writeln!(s, "verdict: {}  [{}]", sum.verdict_text, sum.verdict.as_str());
+        let _ = writeln!(
+            s,
+            "verdict: {}  [{}]",
+            sum.verdict_text,
+            sum.verdict.as_str()
+        );
         s
     }
 }

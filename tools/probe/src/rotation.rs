@@ -204,8 +204,16 @@ mod tests {
         assert_eq!(s.first_changed, 2);
         assert_eq!(s.answered, 4);
         assert_eq!(s.distinct, vec!["10.0.0.1", "10.0.0.2"]);
-        assert!(s.verdict_text.contains("1 of 2 addresses"), "{}", s.verdict_text);
-        assert!(s.verdict_text.contains("1 of 5 queries failed"), "{}", s.verdict_text);
+        assert!(
+            s.verdict_text.contains("1 of 2 addresses"),
+            "{}",
+            s.verdict_text
+        );
+        assert!(
+            s.verdict_text.contains("1 of 5 queries failed"),
+            "{}",
+            s.verdict_text
+        );
     }
 
     #[test]

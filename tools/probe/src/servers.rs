@@ -11,7 +11,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use hickory_proto::rr::{Name, RData, RecordType};
-use hickory_resolver::config::{ConnectionConfig, NameServerConfig, ResolverConfig, ResolveHosts};
+use hickory_resolver::config::{ConnectionConfig, NameServerConfig, ResolveHosts, ResolverConfig};
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::TokioResolver;
 
@@ -53,9 +53,10 @@ impl FromStr for ServerSpec {
                 .map_err(|_| format!("{ip:?} is not an IP address"))?;
             let port = match after {
                 "" => 53,
-                p => parse_port(p.strip_prefix(':').ok_or_else(|| {
-                    format!("expected ':PORT' after ']' in {s:?}")
-                })?)?,
+                p => parse_port(
+                    p.strip_prefix(':')
+                        .ok_or_else(|| format!("expected ':PORT' after ']' in {s:?}"))?,
+                )?,
             };
             return Ok(ServerSpec {
                 host: ip.to_string(),
@@ -326,7 +327,10 @@ mod tests {
         assert_eq!(p("::1").unwrap().to_string(), "[::1]:53");
         assert_eq!(p("[::1]").unwrap().to_string(), "[::1]:53");
         assert_eq!(p("[::1]:5300").unwrap().to_string(), "[::1]:5300");
-        assert_eq!(p("ns1.example.test").unwrap().to_string(), "ns1.example.test:53");
+        assert_eq!(
+            p("ns1.example.test").unwrap().to_string(),
+            "ns1.example.test:53"
+        );
         assert_eq!(p("ns1.example.test:54").unwrap().port, 54);
         assert!(p("").is_err());
         assert!(p("127.0.0.1:0").is_err());

@@ -34,7 +34,13 @@ fn no_ecs_server() -> FakeServer {
 #[test]
 fn server_that_ignores_ecs_gives_no_ecs() {
     let srv = no_ecs_server();
-    let out = probe(&["ecs", "www.example.test", "--server", &server_arg(&srv), "--json"]);
+    let out = probe(&[
+        "ecs",
+        "www.example.test",
+        "--server",
+        &server_arg(&srv),
+        "--json",
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let v = json(&out);
     assert_eq!(v["verdict"], "no-ecs");
@@ -44,12 +50,23 @@ fn server_that_ignores_ecs_gives_no_ecs() {
     assert_eq!(v["servers"][0], server_arg(&srv));
     let results = v["results"].as_array().unwrap();
     assert_eq!(results.len(), 4);
-    let subnets: Vec<&str> = results.iter().map(|r| r["subnet"].as_str().unwrap()).collect();
+    let subnets: Vec<&str> = results
+        .iter()
+        .map(|r| r["subnet"].as_str().unwrap())
+        .collect();
     assert_eq!(
         subnets,
-        ["8.8.8.0/24", "85.214.0.0/24", "133.242.0.0/24", "200.160.0.0/24"]
+        [
+            "8.8.8.0/24",
+            "85.214.0.0/24",
+            "133.242.0.0/24",
+            "200.160.0.0/24"
+        ]
     );
-    let countries: Vec<&str> = results.iter().map(|r| r["country"].as_str().unwrap()).collect();
+    let countries: Vec<&str> = results
+        .iter()
+        .map(|r| r["country"].as_str().unwrap())
+        .collect();
     assert_eq!(countries, ["US", "DE", "JP", "BR"]);
     for r in results {
         assert_eq!(r["rcode"], "NOERROR");
@@ -73,7 +90,10 @@ fn server_that_ignores_ecs_gives_no_ecs() {
     assert_eq!(out.status.code(), Some(0));
     let text = stdout(&out);
     assert!(text.contains("no ECS in response"), "{text}");
-    assert!(text.contains("no ECS echoed (server ignores or strips it)"), "{text}");
+    assert!(
+        text.contains("no ECS echoed (server ignores or strips it)"),
+        "{text}"
+    );
     assert!(text.contains("8.8.8.0/24") && text.contains("US"), "{text}");
 }
 
@@ -89,7 +109,13 @@ fn aaaa_uses_ipv6_default_subnets() {
         }),
     );
     let out = probe(&[
-        "ecs", "www.example.test", "--type", "AAAA", "--server", &server_arg(&srv), "--json",
+        "ecs",
+        "www.example.test",
+        "--type",
+        "AAAA",
+        "--server",
+        &server_arg(&srv),
+        "--json",
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let v = json(&out);
@@ -103,7 +129,12 @@ fn aaaa_uses_ipv6_default_subnets() {
         .collect();
     assert_eq!(
         subnets,
-        ["2001:4860::/48", "2a00:1450:4001::/48", "2001:200::/48", "2804:14c::/48"]
+        [
+            "2001:4860::/48",
+            "2a00:1450:4001::/48",
+            "2001:200::/48",
+            "2804:14c::/48"
+        ]
     );
     assert_eq!(v["results"][0]["answers"][0], "2001:db8::1");
     assert_eq!(v["results"][0]["scope"], 0);
@@ -137,8 +168,17 @@ fn tailored_custom_subnets_and_bad_echo_warning() {
         }),
     );
     let out = probe(&[
-        "ecs", "geo.example.test", "--server", &server_arg(&srv), "--subnet", "10.9.9.9/24",
-        "--subnet", "20.1.2.0/24", "--subnet", "30.0.0.0/24", "--json",
+        "ecs",
+        "geo.example.test",
+        "--server",
+        &server_arg(&srv),
+        "--subnet",
+        "10.9.9.9/24",
+        "--subnet",
+        "20.1.2.0/24",
+        "--subnet",
+        "30.0.0.0/24",
+        "--json",
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let v = json(&out);
@@ -152,7 +192,10 @@ fn tailored_custom_subnets_and_bad_echo_warning() {
     assert_eq!(r[0]["ecs_echo_valid"], true);
     assert_eq!(r[2]["ecs_echo_valid"], false);
     let text = v["verdict_text"].as_str().unwrap();
-    assert!(text.contains("tailored by ECS: 3 distinct answer sets"), "{text}");
+    assert!(
+        text.contains("tailored by ECS: 3 distinct answer sets"),
+        "{text}"
+    );
     assert!(text.contains("did not match"), "{text}");
 }
 
@@ -173,7 +216,13 @@ fn truncated_udp_falls_back_to_tcp() {
             Action::Reply(r)
         }),
     );
-    let out = probe(&["ecs", "big.example.test", "--server", &server_arg(&srv), "--json"]);
+    let out = probe(&[
+        "ecs",
+        "big.example.test",
+        "--server",
+        &server_arg(&srv),
+        "--json",
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let v = json(&out);
     assert_eq!(v["verdict"], "uniform");
@@ -194,7 +243,13 @@ fn refusing_server_gives_clear_message_and_exit_1() {
         LO,
         Arc::new(|q, _| Action::Reply(with_rcode(response(q), ResponseCode::Refused))),
     );
-    let out = probe(&["ecs", "www.example.test", "--server", &server_arg(&srv), "--json"]);
+    let out = probe(&[
+        "ecs",
+        "www.example.test",
+        "--server",
+        &server_arg(&srv),
+        "--json",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     let v = json(&out);
     assert_eq!(v["verdict"], "failed");
@@ -202,11 +257,19 @@ fn refusing_server_gives_clear_message_and_exit_1() {
     assert_eq!(r["rcode"], "REFUSED");
     assert_eq!(r["status"], "refused");
     assert!(r["error"].as_str().unwrap().contains("REFUSED by"), "{r}");
-    assert!(stderr(&out).contains("no server answered"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no server answered"),
+        "{}",
+        stderr(&out)
+    );
 
     let out = probe(&["ecs", "www.example.test", "--server", &server_arg(&srv)]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stdout(&out).contains("REFUSED by 127.0.0.1"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("REFUSED by 127.0.0.1"),
+        "{}",
+        stdout(&out)
+    );
 }
 
 #[test]
@@ -215,7 +278,16 @@ fn servfail_is_explained() {
         LO,
         Arc::new(|q, _| Action::Reply(with_rcode(response(q), ResponseCode::ServFail))),
     );
-    let out = probe(&["rotation", "www.example.test", "--count", "2", "--interval", "0", "--server", &server_arg(&srv)]);
+    let out = probe(&[
+        "rotation",
+        "www.example.test",
+        "--count",
+        "2",
+        "--interval",
+        "0",
+        "--server",
+        &server_arg(&srv),
+    ]);
     assert_eq!(out.status.code(), Some(1));
     let text = stdout(&out);
     assert!(text.contains("SERVFAIL from"), "{text}");
@@ -229,8 +301,17 @@ fn silent_server_times_out_with_exit_1() {
     let addr = sock.local_addr().unwrap().to_string();
     let start = Instant::now();
     let out = probe(&[
-        "ecs", "www.example.test", "--server", &addr, "--timeout", "100", "--tries", "2",
-        "--subnet", "8.8.8.0/24", "--json",
+        "ecs",
+        "www.example.test",
+        "--server",
+        &addr,
+        "--timeout",
+        "100",
+        "--tries",
+        "2",
+        "--subnet",
+        "8.8.8.0/24",
+        "--json",
     ]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(start.elapsed() < Duration::from_secs(10));
@@ -240,19 +321,40 @@ fn silent_server_times_out_with_exit_1() {
     assert_eq!(r["status"], "timeout");
     assert!(r["rcode"].is_null());
     let err = r["error"].as_str().unwrap();
-    assert!(err.contains("no reply from") && err.contains("2 tries of 100 ms"), "{err}");
+    assert!(
+        err.contains("no reply from") && err.contains("2 tries of 100 ms"),
+        "{err}"
+    );
     drop(sock);
 
     // Text form and rotation too.
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     let addr = sock.local_addr().unwrap().to_string();
     let out = probe(&[
-        "rotation", "www.example.test", "--server", &addr, "--timeout", "50", "--tries", "1",
-        "--count", "2", "--interval", "0",
+        "rotation",
+        "www.example.test",
+        "--server",
+        &addr,
+        "--timeout",
+        "50",
+        "--tries",
+        "1",
+        "--count",
+        "2",
+        "--interval",
+        "0",
     ]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stdout(&out).contains("timeout: no reply"), "{}", stdout(&out));
-    assert!(stderr(&out).contains("no server answered"), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("timeout: no reply"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        stderr(&out).contains("no server answered"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -284,7 +386,13 @@ fn mismatched_packets_are_ignored() {
             ])
         }),
     );
-    let out = probe(&["ecs", "www.example.test", "--server", &server_arg(&srv), "--json"]);
+    let out = probe(&[
+        "ecs",
+        "www.example.test",
+        "--server",
+        &server_arg(&srv),
+        "--json",
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let v = json(&out);
     assert_eq!(v["verdict"], "uniform");
@@ -309,8 +417,15 @@ fn retries_after_a_lost_packet_with_new_id() {
         }),
     );
     let out = probe(&[
-        "rotation", "www.example.test", "--server", &server_arg(&srv), "--count", "1",
-        "--timeout", "200", "--json",
+        "rotation",
+        "www.example.test",
+        "--server",
+        &server_arg(&srv),
+        "--count",
+        "1",
+        "--timeout",
+        "200",
+        "--json",
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let v = json(&out);
@@ -340,8 +455,15 @@ fn rotation_verdicts_on_fake_servers() {
         }),
     );
     let out = probe(&[
-        "rotation", "shuffle.example.test", "--server", &server_arg(&shuffle), "--count", "8",
-        "--interval", "0", "--json",
+        "rotation",
+        "shuffle.example.test",
+        "--server",
+        &server_arg(&shuffle),
+        "--count",
+        "8",
+        "--interval",
+        "0",
+        "--json",
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let v = json(&out);
@@ -363,25 +485,45 @@ fn rotation_verdicts_on_fake_servers() {
         Arc::new(move |q, _| {
             let k = m2.fetch_add(1, Ordering::SeqCst);
             let mut r = response(q);
-            r.add_answer(a("one.example.test.", &format!("192.0.2.{}", 1 + k % 2), 60));
+            r.add_answer(a(
+                "one.example.test.",
+                &format!("192.0.2.{}", 1 + k % 2),
+                60,
+            ));
             Action::Reply(r)
         }),
     );
     let out = probe(&[
-        "rotation", "one.example.test", "--server", &server_arg(&one), "--count", "6",
-        "--interval", "0",
+        "rotation",
+        "one.example.test",
+        "--server",
+        &server_arg(&one),
+        "--count",
+        "6",
+        "--interval",
+        "0",
     ]);
     assert_eq!(out.status.code(), Some(0));
     let text = stdout(&out);
     assert!(text.contains("[server-chooses]"), "{text}");
-    assert!(text.contains("distinct addresses (2): 192.0.2.1, 192.0.2.2"), "{text}");
+    assert!(
+        text.contains("distinct addresses (2): 192.0.2.1, 192.0.2.2"),
+        "{text}"
+    );
     assert!(text.contains("first address changed: 5 time(s)"), "{text}");
 
     // Same every time.
     let stat = no_ecs_server();
     let out = probe(&[
-        "rotation", "www.example.test", "--server", &server_arg(&stat), "--count", "3",
-        "--interval", "0", "--json",
+        "rotation",
+        "www.example.test",
+        "--server",
+        &server_arg(&stat),
+        "--count",
+        "3",
+        "--interval",
+        "0",
+        "--json",
     ]);
     let v = json(&out);
     assert_eq!(v["verdict"], "static");
@@ -405,7 +547,14 @@ fn usage_errors_exit_2() {
     let out = probe(&["ecs", "--help"]);
     assert_eq!(out.status.code(), Some(0));
     let help = stdout(&out);
-    for s in ["8.8.8.0/24", "85.214.0.0/24", "133.242.0.0/24", "200.160.0.0/24", "2001:4860::/48", "2804:14c::/48"] {
+    for s in [
+        "8.8.8.0/24",
+        "85.214.0.0/24",
+        "133.242.0.0/24",
+        "200.160.0.0/24",
+        "2001:4860::/48",
+        "2804:14c::/48",
+    ] {
         assert!(help.contains(s), "help lacks {s}:\n{help}");
     }
 }
@@ -418,7 +567,10 @@ fn discovery_follows_cname_to_other_zone_and_skips_lame_server() {
     let good_handler: Handler = Arc::new(|q, _| {
         let qname = q.queries[0].name().to_ascii().to_lowercase();
         let mut r = response(q);
-        assert!(!q.metadata.recursion_desired, "authoritative queries go with RD=0");
+        assert!(
+            !q.metadata.recursion_desired,
+            "authoritative queries go with RD=0"
+        );
         match qname.as_str() {
             "www.example.test." => {
                 r.add_answer(cname("www.example.test.", "edge.cdn.test.", 300));
@@ -482,10 +634,23 @@ fn discovery_follows_cname_to_other_zone_and_skips_lame_server() {
     let resolver_arg = resolver.addr.to_string();
 
     let out = probe(&[
-        "ecs", "www.example.test", "--resolver", &resolver_arg, "--ns-port", &port, "--timeout",
-        "500", "--json",
+        "ecs",
+        "www.example.test",
+        "--resolver",
+        &resolver_arg,
+        "--ns-port",
+        &port,
+        "--timeout",
+        "500",
+        "--json",
     ]);
-    assert_eq!(out.status.code(), Some(0), "{}\n{}", stdout(&out), stderr(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
     let v = json(&out);
     assert_eq!(v["mode"], "authoritative");
     assert_eq!(v["recursion_desired"], false);
@@ -497,14 +662,19 @@ fn discovery_follows_cname_to_other_zone_and_skips_lame_server() {
     assert_eq!(r[0]["ttl"], 20);
     let chain = r[0]["chain"].as_array().unwrap();
     assert_eq!(chain.len(), 2, "{chain:?}");
-    assert_eq!(chain[0]["cnames"][0], "www.example.test. CNAME edge.cdn.test.");
+    assert_eq!(
+        chain[0]["cnames"][0],
+        "www.example.test. CNAME edge.cdn.test."
+    );
     assert_eq!(chain[0]["zone"], "example.test.");
     assert_eq!(chain[0]["scope"], 0);
     assert_eq!(chain[1]["zone"], "cdn.test.");
     assert_eq!(chain[1]["scope"], 24);
     let notes = r[0]["notes"].as_array().unwrap();
     assert!(
-        notes.iter().any(|n| n.as_str().unwrap().contains("lame for zone example.test.")),
+        notes
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("lame for zone example.test.")),
         "{notes:?}"
     );
     // Once the good server is known, the lame one is not asked again for this zone.
@@ -518,20 +688,41 @@ fn discovery_follows_cname_to_other_zone_and_skips_lame_server() {
         .all(|(_, q)| query_ecs(q).is_none()));
 
     let out = probe(&[
-        "ecs", "www.example.test", "--resolver", &resolver_arg, "--ns-port", &port, "--timeout",
+        "ecs",
+        "www.example.test",
+        "--resolver",
+        &resolver_arg,
+        "--ns-port",
+        &port,
+        "--timeout",
         "500",
     ]);
     let text = stdout(&out);
-    assert!(text.contains("chain: www.example.test. CNAME edge.cdn.test."), "{text}");
+    assert!(
+        text.contains("chain: www.example.test. CNAME edge.cdn.test."),
+        "{text}"
+    );
     assert!(text.contains("tailored by ECS"), "{text}");
 
     // Names that do not exist anywhere: a clear error, exit 1.
     let out = probe(&[
-        "rotation", "nothing.invalid-zone", "--resolver", &resolver_arg, "--ns-port", &port,
-        "--timeout", "300", "--count", "1",
+        "rotation",
+        "nothing.invalid-zone",
+        "--resolver",
+        &resolver_arg,
+        "--ns-port",
+        &port,
+        "--timeout",
+        "300",
+        "--count",
+        "1",
     ]);
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
-    assert!(stdout(&out).contains("no NS records found"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("no NS records found"),
+        "{}",
+        stdout(&out)
+    );
 }
 
 #[test]
@@ -558,8 +749,13 @@ fn lame_only_zone_is_reported() {
         }),
     );
     let out = probe(&[
-        "ecs", "lame.test", "--resolver", &resolver.addr.to_string(), "--ns-port",
-        &lame.addr.port().to_string(), "--json",
+        "ecs",
+        "lame.test",
+        "--resolver",
+        &resolver.addr.to_string(),
+        "--ns-port",
+        &lame.addr.port().to_string(),
+        "--json",
     ]);
     assert_eq!(out.status.code(), Some(1));
     let v = json(&out);

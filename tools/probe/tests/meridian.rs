@@ -8,10 +8,11 @@
 //!   - geo.example.test: different pools for the US/DE/JP/BR default subnets, non-zero scope;
 //!   - shuffle.example.test: mode all, four IPv4 members reshuffled on each answer;
 //!   - one.example.test: one weighted member per answer.
+//!
 //! The tests add `--http-listen none` so that parallel instances do not fight over the example
-//! config's fixed HTTP port.
-//! The binary is taken from $MERIDIAN_BIN, else built with `cargo build --bin meridian` and taken
-//! from target/debug (falling back to an existing target/{debug,release}/meridian).
+//! config's fixed HTTP port. The binary is taken from $MERIDIAN_BIN, else built with
+//! `cargo build --bin meridian` and taken from target/debug (falling back to an existing
+//! target/{debug,release}/meridian).
 
 mod common;
 
@@ -66,7 +67,10 @@ fn meridian_bin() -> PathBuf {
             .into_iter()
             .filter(|p| p.exists())
             .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
-            .ok_or_else(|| "no meridian binary: the root crate did not build and none exists in target/".to_string())
+            .ok_or_else(|| {
+                "no meridian binary: the root crate did not build and none exists in target/"
+                    .to_string()
+            })
     })
     .clone()
     .unwrap_or_else(|e| panic!("{e}"))
@@ -207,7 +211,15 @@ fn meridian_static_name_is_uniform_scope_zero() {
         assert!(r["ttl"].is_u64(), "{r}");
     }
 
-    let v = probe_json(&["ecs", "www.example.test", "--type", "AAAA", "--server", &server, "--json"]);
+    let v = probe_json(&[
+        "ecs",
+        "www.example.test",
+        "--type",
+        "AAAA",
+        "--server",
+        &server,
+        "--json",
+    ]);
     assert_eq!(v["verdict"], "uniform", "{}", v["verdict_text"]);
     assert_eq!(v["results"][0]["subnet"], "2001:4860::/48");
     for r in results(&v) {
@@ -217,7 +229,10 @@ fn meridian_static_name_is_uniform_scope_zero() {
 
     let out = probe(&["ecs", "www.example.test", "--server", &server]);
     let text = stdout(&out);
-    assert!(text.contains("same answers for every subnet with scope /0"), "{text}");
+    assert!(
+        text.contains("same answers for every subnet with scope /0"),
+        "{text}"
+    );
     assert!(text.contains("scope /0"), "{text}");
 }
 
@@ -261,8 +276,15 @@ fn meridian_geo_name_is_tailored_with_returned_scopes() {
 fn meridian_shuffle_is_client_chooses() {
     let m = start_meridian();
     let v = probe_json(&[
-        "rotation", "shuffle.example.test", "--server", &m.addr.to_string(), "--count", "20",
-        "--interval", "0", "--json",
+        "rotation",
+        "shuffle.example.test",
+        "--server",
+        &m.addr.to_string(),
+        "--count",
+        "20",
+        "--interval",
+        "0",
+        "--json",
     ]);
     assert_eq!(v["verdict"], "client-chooses", "{}", v["verdict_text"]);
     assert_eq!(v["name"], "shuffle.example.test.");
@@ -276,8 +298,15 @@ fn meridian_shuffle_is_client_chooses() {
 fn meridian_one_is_server_chooses() {
     let m = start_meridian();
     let v = probe_json(&[
-        "rotation", "one.example.test", "--server", &m.addr.to_string(), "--count", "20",
-        "--interval", "0", "--json",
+        "rotation",
+        "one.example.test",
+        "--server",
+        &m.addr.to_string(),
+        "--count",
+        "20",
+        "--interval",
+        "0",
+        "--json",
     ]);
     assert_eq!(v["verdict"], "server-chooses", "{}", v["verdict_text"]);
     assert_eq!(v["set_sizes"], serde_json::json!({"1": 20}));
@@ -289,16 +318,29 @@ fn meridian_one_is_server_chooses() {
 fn meridian_static_rotation_is_static() {
     let m = start_meridian();
     let v = probe_json(&[
-        "rotation", "www.example.test", "--server", &m.addr.to_string(), "--count", "10",
-        "--interval", "0", "--json",
+        "rotation",
+        "www.example.test",
+        "--server",
+        &m.addr.to_string(),
+        "--count",
+        "10",
+        "--interval",
+        "0",
+        "--json",
     ]);
     assert_eq!(v["verdict"], "static", "{}", v["verdict_text"]);
     assert_eq!(v["distinct"], serde_json::json!(["192.0.2.1"]));
     assert_eq!(v["first_changed"], 0);
 
     let out = probe(&[
-        "rotation", "www.example.test", "--server", &m.addr.to_string(), "--count", "3",
-        "--interval", "0",
+        "rotation",
+        "www.example.test",
+        "--server",
+        &m.addr.to_string(),
+        "--count",
+        "3",
+        "--interval",
+        "0",
     ]);
     assert_eq!(out.status.code(), Some(0));
     assert!(stdout(&out).contains("[static]"), "{}", stdout(&out));

@@ -69,7 +69,8 @@ impl FakeServer {
         let mut threads = Vec::new();
         {
             let (stop, queries, handler) = (stop.clone(), queries.clone(), handler.clone());
-            udp.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+            udp.set_read_timeout(Some(Duration::from_millis(20)))
+                .unwrap();
             threads.push(std::thread::spawn(move || {
                 let mut buf = vec![0u8; 65535];
                 while !stop.load(Ordering::Relaxed) {

@@ -1,0 +1,87 @@
+//! Regression guard for the answer function: one query's bytes in, the
+//! response's bytes out, on the bundled example config. Run with
+//! `cargo bench --bench answer`. Baseline numbers are in tools/bench/README.md.
+
+use std::net::IpAddr;
+
+use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query};
+use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsOption};
+use hickory_proto::rr::{Name, RecordType};
+use meridian::answer::{Outcome, Scratch, Transport};
+use meridian::engine::Engine;
+
+fn main() {
+    divan::main();
+}
+
+fn engine() -> Engine {
+    let cfg = concat!(env!("CARGO_MANIFEST_DIR"), "/zones/meridian.toml");
+    Engine::load(std::path::Path::new(cfg)).expect("example config loads")
+}
+
+fn query(name: &str, t: RecordType, ecs: Option<(IpAddr, u8)>) -> Vec<u8> {
+    let mut m = Message::new(0x1234, MessageType::Query, OpCode::Query);
+    m.add_query(Query::query(Name::from_ascii(name).unwrap(), t));
+    let mut e = Edns::new();
+    e.set_max_payload(1232);
+    if let Some((a, l)) = ecs {
+        e.options_mut()
+            .insert(EdnsOption::Subnet(ClientSubnet::new(a, l, 0)));
+    }
+    m.set_edns(e);
+    m.to_vec().unwrap()
+}
+
+fn run(bencher: divan::Bencher, queries: Vec<Vec<u8>>) {
+    let e = engine();
+    let mut scratch = Scratch::default();
+    let mut out = vec![0u8; 4096];
+    let mut outcome = Outcome::default();
+    let t = Transport {
+        src: "127.0.0.1".parse().unwrap(),
+        tcp: false,
+    };
+    let mut i = 0usize;
+    bencher.bench_local(|| {
+        let q = &queries[i % queries.len()];
+        i += 1;
+        let n = e.answer(q, t, &mut scratch, &mut out, &mut outcome);
+        divan::black_box(n)
+    });
+}
+
+#[divan::bench]
+fn static_a(b: divan::Bencher) {
+    run(b, vec![query("www.example.test.", RecordType::A, None)]);
+}
+
+#[divan::bench]
+fn nxdomain(b: divan::Bencher) {
+    run(b, vec![query("nope.example.test.", RecordType::A, None)]);
+}
+
+#[divan::bench]
+fn pool_one(b: divan::Bencher) {
+    run(b, vec![query("one.example.test.", RecordType::A, None)]);
+}
+
+#[divan::bench]
+fn pool_all(b: divan::Bencher) {
+    run(b, vec![query("shuffle.example.test.", RecordType::A, None)]);
+}
+
+#[divan::bench]
+fn geo_ecs_many_subnets(b: divan::Bencher) {
+    // 4096 /24s spread over the IPv4 space (deterministic).
+    let mut x: u32 = 0x9E37_79B9;
+    let qs = (0..4096)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            let a = IpAddr::from((x & 0xFFFF_FF00).to_be_bytes());
+            query("geo.example.test.", RecordType::A, Some((a, 24)))
+        })
+        .collect();
+    run(b, qs);
+}

@@ -1,0 +1,224 @@
+//! Unit tests of the health state machine, config parsing and helpers.
+//! Probes against real loopback backends are in tests/health_*.rs.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use super::checker::{override_for, step, Overrides};
+use super::probe::{dechunk, parse_status, request};
+use super::report::{json_str, parse_target, percent_decode, rfc3339};
+use super::*;
+
+fn check(kind: CheckKind) -> Check {
+    Check {
+        name: "c".into(),
+        kind,
+        port: Some(8080),
+        interval_ms: 200,
+        timeout_ms: 100,
+        rise: 2,
+        fall: 3,
+        path: "/health".into(),
+        host: None,
+        expect_status: vec![(200, 399)],
+        expect_body: None,
+        tls_verify: true,
+        unknown_is_up: true,
+    }
+}
+
+fn run(state: &mut u8, d: &mut Detail, results: &[bool]) -> Vec<u8> {
+    results
+        .iter()
+        .map(|&ok| {
+            if let Some(to) = step(*state, d, ok, 2, 3) {
+                *state = to;
+            }
+            *state
+        })
+        .collect()
+}
+
+#[test]
+fn first_result_decides() {
+    let mut d = Detail::default();
+    assert_eq!(step(UNKNOWN, &mut d, true, 2, 3), Some(UP));
+    let mut d = Detail::default();
+    assert_eq!(step(UNKNOWN, &mut d, false, 2, 3), Some(DOWN));
+}
+
+#[test]
+fn fall_and_rise_hysteresis() {
+    let mut s = UP;
+    let mut d = Detail::default();
+    // Two failures in a row (< fall = 3) never take it down.
+    let seen = run(&mut s, &mut d, &[false, false, true, false, false, true, false, false]);
+    assert!(seen.iter().all(|&x| x == UP), "{seen:?}");
+    // The third failure in a row does.
+    assert_eq!(run(&mut s, &mut d, &[false]), vec![DOWN]);
+    // One success (< rise = 2) is not enough; a failure resets the run.
+    assert_eq!(run(&mut s, &mut d, &[true, false, true]), vec![DOWN, DOWN, DOWN]);
+    assert_eq!(run(&mut s, &mut d, &[true]), vec![UP]);
+    assert_eq!((d.ok_run, d.fail_run), (2, 0));
+}
+
+#[test]
+fn table_carries_state_and_stats_for_equal_specs() {
+    let a = CheckSpec::new("127.0.0.1".parse().unwrap(), None, Some(check(CheckKind::Tcp)));
+    let b = CheckSpec::new("127.0.0.2".parse().unwrap(), None, Some(check(CheckKind::Tcp)));
+    let none = CheckSpec::new("127.0.0.3".parse().unwrap(), None, Some(check(CheckKind::None)));
+    assert!(none.check.is_none());
+    let t1 = HealthTable::new(&[a.clone(), b.clone(), none.clone()], None);
+    assert_eq!(t1.state(0), UNKNOWN);
+    assert_eq!(t1.state(2), UP);
+    assert!(t1.is_up(0), "unknown counts as up by default");
+    t1.set_state(0, DOWN);
+    t1.set_state(1, DOWN);
+    t1.stats(0).checks.fetch_add(5, Ordering::Relaxed);
+    let mut b2 = b.clone();
+    b2.check.as_mut().unwrap().interval_ms = 300;
+    let specs2 = [b2, a.clone()];
+    let t2 = HealthTable::new(&specs2, Some((&t1, &[a, b, none][..])));
+    assert_eq!(t2.state(1), DOWN, "unchanged spec keeps its state");
+    assert_eq!(t2.stats(1).checks.load(Ordering::Relaxed), 5);
+    assert!(Arc::ptr_eq(t2.stats(1), t1.stats(0)));
+    assert_eq!(t2.state(0), UNKNOWN, "changed spec starts over");
+}
+
+#[test]
+fn unknown_is_up_false_and_overrides() {
+    let mut c = check(CheckKind::Http);
+    c.unknown_is_up = false;
+    let a = CheckSpec::new("127.0.0.1".parse().unwrap(), None, Some(c));
+    let t = HealthTable::new(&[a], None);
+    assert!(!t.is_up(0));
+    t.set_override(0, OVR_UP);
+    assert!(t.is_up(0));
+    t.set_state(0, UP);
+    t.set_override(0, OVR_DRAIN);
+    assert!(!t.is_up(0));
+    assert!(t.is_drained(0));
+    t.set_override(0, OVR_DOWN);
+    assert!(!t.is_up(0) && !t.is_drained(0));
+    t.set_override(0, OVR_NONE);
+    assert!(t.is_up(0));
+}
+
+#[test]
+fn effective_port_and_override_precedence() {
+    let ip = "127.0.0.1".parse().unwrap();
+    let mut c = check(CheckKind::Http);
+    c.port = None;
+    let s = CheckSpec::new(ip, None, Some(c.clone()));
+    assert_eq!(s.effective_port(), Some(80));
+    let s2 = CheckSpec::new(ip, Some(9000), Some(c));
+    assert_eq!(s2.effective_port(), Some(9000));
+    assert_eq!(s2.target(), "127.0.0.1:9000");
+    let mut m = Overrides::new();
+    m.insert((ip, None), OVR_DOWN);
+    m.insert((ip, Some(9000)), OVR_UP);
+    assert_eq!(override_for(&m, &s), OVR_DOWN);
+    assert_eq!(override_for(&m, &s2), OVR_UP);
+    let v6 = CheckSpec::new("::1".parse().unwrap(), Some(8443), Some(check(CheckKind::Https)));
+    assert_eq!(v6.target(), "[::1]:8443");
+}
+
+fn parse(toml_text: &str) -> Result<BTreeMap<String, Check>, String> {
+    let src = Source {
+        path: "t.toml".into(),
+        text: toml_text.to_string(),
+    };
+    let cfg = src.parse().map_err(|e| e.to_string())?;
+    parse_checks(&src, &cfg.check).map_err(|e| e.to_string())
+}
+
+#[test]
+fn parse_check_tables() {
+    let c = parse(
+        r#"
+[check.web]
+type = "http"
+interval_ms = 200
+timeout_ms = 100
+path = "/healthz"
+host = "svc.example"
+expect_status = ["200", "204-299"]
+expect_body = "ok"
+
+[check.secs]
+type = "https"
+interval = 2
+timeout = 0.5
+tls_verify = false
+unknown_is_up = false
+
+[check.t]
+type = "tcp"
+"#,
+    )
+    .unwrap();
+    let web = &c["web"];
+    assert_eq!((web.interval_ms, web.timeout_ms, web.rise, web.fall), (200, 100, 2, 3));
+    assert_eq!(web.expect_status, vec![(200, 200), (204, 299)]);
+    let s = &c["secs"];
+    assert_eq!((s.interval_ms, s.timeout_ms), (2000, 500));
+    assert!(!s.tls_verify && !s.unknown_is_up);
+    let t = &c["t"];
+    assert_eq!((t.interval_ms, t.timeout_ms), (10_000, 3_000));
+}
+
+#[test]
+fn parse_check_errors() {
+    for (text, want) in [
+        ("[check.a]\ntype = \"icmp\"", "unknown type"),
+        ("[check.a]\ntype = \"tcp\"\ninterval_ms = 100\ntimeout_ms = 100", "less than the interval"),
+        ("[check.a]\ntype = \"tcp\"\nrise = 0", "rise and fall"),
+        ("[check.a]\ntype = \"tcp\"\npath = \"/x\"", "only to http"),
+        ("[check.a]\ntype = \"http\"\ntls_verify = false", "only to https"),
+        ("[check.a]\ntype = \"http\"\nexpect_status = [\"2xx\"]", "bad expect_status"),
+        ("[check.a]\ntype = \"http\"\npath = \"x\"", "path must start"),
+        ("[check.a]\ntype = \"http\"\ninterval = 1\ninterval_ms = 1000", "not both"),
+        ("[check.a]\ntype = \"http\"\nbogus = 1", "unknown field"),
+    ] {
+        let e = parse(text).unwrap_err();
+        assert!(e.contains(want), "{text}: {e}");
+        assert!(e.contains("t.toml:"), "{e}");
+    }
+}
+
+#[test]
+fn http_helpers() {
+    assert_eq!(parse_status("HTTP/1.1 204 No Content\r\n"), Some(204));
+    assert_eq!(parse_status("HTTP/1.0 200\r\n"), Some(200));
+    assert_eq!(parse_status("SSH-2.0-OpenSSH\r\n"), None);
+    assert_eq!(dechunk(b"2\r\nok\r\n3\r\n!!!\r\n0\r\n\r\n"), (b"ok!!!".to_vec(), true));
+    assert_eq!(dechunk(b"5\r\nhel"), (b"hel".to_vec(), false));
+    let mut c = check(CheckKind::Http);
+    c.host = Some("svc.example".into());
+    let r = String::from_utf8(request("127.0.0.1".parse().unwrap(), 8080, &c)).unwrap();
+    assert!(r.starts_with("GET /health HTTP/1.1\r\nHost: svc.example:8080\r\n"), "{r}");
+    c.host = None;
+    c.kind = CheckKind::Https;
+    let r = String::from_utf8(request("::1".parse().unwrap(), 443, &c)).unwrap();
+    assert!(r.contains("\r\nHost: [::1]\r\n"), "{r}");
+}
+
+#[test]
+fn report_helpers() {
+    assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+    assert_eq!(
+        rfc3339(UNIX_EPOCH + Duration::from_millis(1_709_251_199_250)),
+        "2024-02-29T23:59:59.250Z"
+    );
+    assert_eq!(json_str("a\"b\\\n\u{1}"), "\"a\\\"b\\\\\\n\\u0001\"");
+    assert_eq!(percent_decode("2001%3Adb8%3a%3A1"), "2001:db8::1");
+    assert_eq!(percent_decode("%zz%4"), "%zz%4");
+    let ip: IpAddr = "2001:db8::1".parse().unwrap();
+    assert_eq!(parse_target("2001:db8::1"), Some((ip, None)));
+    assert_eq!(parse_target("[2001:db8::1]:80"), Some((ip, Some(80))));
+    assert_eq!(parse_target("[2001:db8::1]"), Some((ip, None)));
+    assert_eq!(
+        parse_target("127.0.0.1:8080"),
+        Some(("127.0.0.1".parse().unwrap(), Some(8080)))
+    );
+    assert_eq!(parse_target("nope"), None);
+}

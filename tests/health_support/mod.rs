@@ -1,0 +1,409 @@
+//! Support for the health check tests (tests/health_*.rs): backends on
+//! loopback addresses (127.0.0.x) that speak TCP, HTTP or HTTPS and can be
+//! stopped, restarted and scripted; configs written to a TempDir with the
+//! backends' ports; a small HTTP client for /status, /metrics and the
+//! override API; DNS helpers and polling.
+//!
+//! Every backend listens on 127.0.0.0/8 only; no check leaves the machine.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::RecordType;
+use tokio_rustls::rustls;
+
+use crate::common::{addrs, free_port, root, scope, Server, TempDir, Q};
+
+/// The default timing of the tests' checks.
+pub const INTERVAL_MS: u64 = 200;
+pub const TIMEOUT_MS: u64 = 100;
+pub const RISE: u64 = 2;
+pub const FALL: u64 = 3;
+/// Scheduling slack on a shared 2-core machine.
+pub const SLACK_MS: u64 = 400;
+
+/// A request as the backend saw it; `n` counts requests from 0.
+#[derive(Debug, Clone)]
+pub struct Req {
+    pub path: String,
+    pub host: String,
+    pub n: u64,
+}
+
+pub enum Reply {
+    /// Status and body, with Content-Length.
+    Status(u16, String),
+    /// Status and a chunked body in these pieces.
+    Chunked(u16, Vec<String>),
+    /// Read the request and never answer (until the backend stops).
+    Hang,
+}
+
+pub type Handler = Arc<dyn Fn(&Req) -> Reply + Send + Sync>;
+
+pub fn handler(f: impl Fn(&Req) -> Reply + Send + Sync + 'static) -> Handler {
+    Arc::new(f)
+}
+
+/// 200 "ok" to everything.
+pub fn ok_handler() -> Handler {
+    handler(|_| Reply::Status(200, "ok".into()))
+}
+
+pub struct Backend {
+    pub addr: SocketAddr,
+    handler: Handler,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    stop: Arc<AtomicBool>,
+    hits: Arc<AtomicU64>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Backend {
+    /// An HTTP backend on `ip` (a 127.x address) and a free port.
+    pub fn http(ip: &str, h: Handler) -> Backend {
+        Backend::start(format!("{ip}:0").parse().unwrap(), h, None)
+    }
+
+    /// An HTTP backend answering 200 "ok" (also fine for tcp checks).
+    pub fn ok(ip: &str) -> Backend {
+        Backend::http(ip, ok_handler())
+    }
+
+    /// An HTTPS backend with `tls` (see `self_signed`).
+    pub fn https(ip: &str, h: Handler, tls: Arc<rustls::ServerConfig>) -> Backend {
+        Backend::start(format!("{ip}:0").parse().unwrap(), h, Some(tls))
+    }
+
+    /// A backend that is not running: its address has a port nothing listens on.
+    pub fn stopped(ip: &str) -> Backend {
+        let mut b = Backend::ok(ip);
+        b.stop();
+        b
+    }
+
+    fn start(addr: SocketAddr, handler: Handler, tls: Option<Arc<rustls::ServerConfig>>) -> Backend {
+        let mut b = Backend {
+            addr,
+            handler,
+            tls,
+            stop: Arc::new(AtomicBool::new(false)),
+            hits: Arc::new(AtomicU64::new(0)),
+            thread: None,
+        };
+        b.listen();
+        b
+    }
+
+    fn listen(&mut self) {
+        let t0 = Instant::now();
+        let l = loop {
+            match TcpListener::bind(self.addr) {
+                Ok(l) => break l,
+                Err(e) if t0.elapsed() < Duration::from_secs(5) => {
+                    let _ = e;
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(e) => panic!("backend cannot bind {}: {e}", self.addr),
+            }
+        };
+        self.addr = l.local_addr().unwrap();
+        l.set_nonblocking(true).unwrap();
+        self.stop = Arc::new(AtomicBool::new(false));
+        let stop = self.stop.clone();
+        let hits = self.hits.clone();
+        let h = self.handler.clone();
+        let tls = self.tls.clone();
+        self.thread = Some(std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                match l.accept() {
+                    Ok((s, _)) => {
+                        let (stop, hits, h, tls) = (stop.clone(), hits.clone(), h.clone(), tls.clone());
+                        std::thread::spawn(move || serve_conn(s, &h, tls, &hits, &stop));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        }));
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    pub fn ip(&self) -> String {
+        self.addr.ip().to_string()
+    }
+
+    /// Requests answered so far.
+    pub fn hits(&self) -> u64 {
+        self.hits.load(Ordering::Relaxed)
+    }
+
+    /// Stop listening: connections are refused from now on.
+    pub fn stop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+
+    /// Listen again on the same address and port.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.listen();
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn serve_conn(
+    s: TcpStream,
+    h: &Handler,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    hits: &AtomicU64,
+    stop: &AtomicBool,
+) {
+    let _ = s.set_nonblocking(false);
+    let _ = s.set_read_timeout(Some(Duration::from_secs(3)));
+    match tls {
+        None => exchange(s, h, hits, stop),
+        Some(cfg) => {
+            let Ok(conn) = rustls::ServerConnection::new(cfg) else { return };
+            exchange(rustls::StreamOwned::new(conn, s), h, hits, stop)
+        }
+    }
+}
+
+fn exchange<S: Read + Write>(mut s: S, h: &Handler, hits: &AtomicU64, stop: &AtomicBool) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 2048];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+        match s.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let path = text.split_whitespace().nth(1).unwrap_or("").to_string();
+    let host = text
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("host").then(|| v.trim().to_string())
+        })
+        .unwrap_or_default();
+    let n = hits.fetch_add(1, Ordering::Relaxed);
+    let resp = match h(&Req { path, host, n }) {
+        Reply::Status(code, body) => format!(
+            "HTTP/1.1 {code} X\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+        Reply::Chunked(code, parts) => {
+            let mut r = format!("HTTP/1.1 {code} X\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
+            for p in parts {
+                r.push_str(&format!("{:x}\r\n{p}\r\n", p.len()));
+            }
+            r.push_str("0\r\n\r\n");
+            r
+        }
+        Reply::Hang => {
+            let t0 = Instant::now();
+            while !stop.load(Ordering::Relaxed) && t0.elapsed() < Duration::from_secs(30) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            return;
+        }
+    };
+    let _ = s.write_all(resp.as_bytes());
+    let _ = s.flush();
+}
+
+/// A rustls server config with a fresh self-signed certificate for
+/// 127.0.0.1 and localhost (rcgen, ring provider).
+pub fn self_signed() -> Arc<rustls::ServerConfig> {
+    let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+        .unwrap();
+    let cert = ck.cert.der().clone();
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(rustls::pki_types::PrivatePkcs8KeyDer::from(
+        ck.signing_key.serialize_der(),
+    ));
+    let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(vec![cert], key)
+    .unwrap();
+    Arc::new(cfg)
+}
+
+/// Write the test zone and a config (`body` after the [server] and
+/// [[zone]] parts) into a fresh TempDir.
+pub fn setup(tag: &str, body: &str) -> (TempDir, PathBuf) {
+    let dir = TempDir::new(tag);
+    let zone = std::fs::read_to_string(root().join("tests/data/health/health.test.zone")).unwrap();
+    dir.write("health.test.zone", &zone);
+    let p = dir.write("meridian.toml", &config_text(body));
+    (dir, p)
+}
+
+pub fn config_text(body: &str) -> String {
+    format!(
+        "[server]\nlog = \"info\"\n\n[[zone]]\norigin = \"health.test.\"\nfile = \"health.test.zone\"\n\n{body}\n"
+    )
+}
+
+/// A `[check.NAME]` table with the tests' default timing.
+pub fn check_table(name: &str, kind: &str, extra: &str) -> String {
+    format!(
+        "[check.{name}]\ntype = \"{kind}\"\ninterval_ms = {INTERVAL_MS}\ntimeout_ms = {TIMEOUT_MS}\nrise = {RISE}\nfall = {FALL}\n{extra}\n"
+    )
+}
+
+/// A member table for `b`, checked on its port, optionally with its own check.
+pub fn member(b: &Backend, check: Option<&str>) -> String {
+    match check {
+        Some(c) => format!("{{ address = \"{}\", port = {}, check = \"{c}\" }}", b.ip(), b.port()),
+        None => format!("{{ address = \"{}\", port = {} }}", b.ip(), b.port()),
+    }
+}
+
+/// Start meridian on `config` with the HTTP API on a free loopback port.
+pub fn serve(config: &std::path::Path) -> (Server, SocketAddr) {
+    let hp = free_port();
+    let h = format!("127.0.0.1:{hp}");
+    let s = Server::start(config, &["--http-listen", &h]);
+    (s, h.parse().unwrap())
+}
+
+/// One HTTP request; (status, body).
+pub fn http(addr: SocketAddr, method: &str, target: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).expect("connect to the HTTP API");
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(
+        s,
+        "{method} {target} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let code = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = out.split_once("\r\n\r\n").map(|x| x.1).unwrap_or("").to_string();
+    (code, body)
+}
+
+pub fn status(api: SocketAddr) -> serde_json::Value {
+    let (code, body) = http(api, "GET", "/status");
+    assert_eq!(code, 200, "{body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("/status is not JSON ({e}): {body}"))
+}
+
+/// The `/status` entry of `address` in `pool`.
+pub fn member_status(api: SocketAddr, pool: &str, address: &str) -> serde_json::Value {
+    let st = status(api);
+    st["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["pool"] == pool && m["address"] == address)
+        .cloned()
+        .unwrap_or_else(|| panic!("no member {address} in pool {pool}: {st}"))
+}
+
+pub fn metrics(api: SocketAddr) -> String {
+    let (code, body) = http(api, "GET", "/metrics");
+    assert_eq!(code, 200);
+    body
+}
+
+/// The value of the sample whose name and labels are exactly `series`.
+pub fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// What a query got: rcode, the addresses (sorted), their TTLs, the ECS
+/// scope, and the authority record count.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ans {
+    pub rcode: ResponseCode,
+    pub addrs: Vec<String>,
+    pub ttls: Vec<u32>,
+    pub scope: Option<u8>,
+    pub authority: usize,
+}
+
+pub fn ask_q(s: &Server, q: &Q) -> Ans {
+    let m = s.query(q);
+    let mut a = addrs(&m);
+    a.sort();
+    Ans {
+        rcode: m.metadata.response_code,
+        addrs: a,
+        ttls: m.answers.iter().map(|r| r.ttl).collect(),
+        scope: scope(&m),
+        authority: m.authorities.len(),
+    }
+}
+
+pub fn ask(s: &Server, name: &str) -> Ans {
+    ask_q(s, &Q::new(name, RecordType::A))
+}
+
+pub fn ask_ecs(s: &Server, name: &str, subnet: &str) -> Ans {
+    ask_q(s, &Q::new(name, RecordType::A).ecs(subnet))
+}
+
+/// Sorted address list.
+pub fn set(v: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = v.iter().map(|s| s.to_string()).collect();
+    v.sort();
+    v
+}
+
+/// Poll `f` every 10 ms until it holds; the time it took, or None after `timeout`.
+pub fn wait_for(timeout: Duration, mut f: impl FnMut() -> bool) -> Option<Duration> {
+    let t0 = Instant::now();
+    loop {
+        if f() {
+            return Some(t0.elapsed());
+        }
+        if t0.elapsed() > timeout {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Wait until no member of the config is in state "unknown".
+pub fn settle(api: SocketAddr) {
+    let ok = wait_for(Duration::from_secs(5), || {
+        status(api)["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|m| m["state"] != "unknown")
+    });
+    assert!(ok.is_some(), "members still unknown: {}", status(api));
+}
+
+pub fn ms(v: u64) -> Duration {
+    Duration::from_millis(v)
+}

@@ -1,0 +1,206 @@
+//! DNS over TCP (RFC 1035 §4.2.2, RFC 7766): 2-byte length framing, several
+//! queries per connection (pipelined), an idle timeout, a cap on concurrent
+//! connections, and a stalled client that holds nobody else up.
+
+mod common;
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::*;
+use hickory_proto::rr::RecordType;
+
+const A: u16 = 1;
+const IN: u16 = 1;
+
+fn connect(s: &Server) -> TcpStream {
+    let c = TcpStream::connect(s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    c
+}
+
+fn framed(msg: &[u8]) -> Vec<u8> {
+    let mut v = (msg.len() as u16).to_be_bytes().to_vec();
+    v.extend_from_slice(msg);
+    v
+}
+
+/// One query on an open connection; None if the server closed it.
+fn ask_on(c: &mut TcpStream, q: &[u8]) -> Option<Resp> {
+    c.write_all(&framed(q)).ok()?;
+    tcp_recv(c).map(Resp::new)
+}
+
+/// Wait for the server to close `c`; how long that took (None: still open
+/// after `limit`, or data arrived instead).
+fn closed_within(c: &mut TcpStream, limit: Duration) -> Option<Duration> {
+    let t0 = Instant::now();
+    c.set_read_timeout(Some(limit)).unwrap();
+    let mut b = [0u8; 64];
+    match c.read(&mut b) {
+        Ok(0) => Some(t0.elapsed()),
+        Err(e) if e.kind() == ErrorKind::ConnectionReset => Some(t0.elapsed()),
+        _ => None,
+    }
+}
+
+#[test]
+fn two_byte_framing() {
+    // The answer's length prefix is exactly the message that follows.
+    let s = Server::example();
+    let mut c = connect(&s);
+    c.write_all(&framed(&raw_query(0x1111, 0, "www.example.test", A, IN))).unwrap();
+    let mut len = [0u8; 2];
+    c.read_exact(&mut len).unwrap();
+    let n = u16::from_be_bytes(len) as usize;
+    let mut msg = vec![0u8; n];
+    c.read_exact(&mut msg).unwrap();
+    let r = Resp::new(msg);
+    assert_eq!(r.hdr().id, 0x1111);
+    assert_eq!(r.answer(), ["www.example.test. 300 IN A 192.0.2.1"]);
+    // Nothing else was sent.
+    c.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let mut extra = [0u8; 1];
+    assert!(c.read(&mut extra).is_err(), "bytes after the framed answer");
+}
+
+#[test]
+fn query_split_across_writes() {
+    // The prefix one octet at a time, then the message in two pieces.
+    let s = Server::example();
+    let mut c = connect(&s);
+    let f = framed(&raw_query(0x2222, 0, "www.example.test", A, IN));
+    for piece in [&f[..1], &f[1..2], &f[2..10], &f[10..]] {
+        c.write_all(piece).unwrap();
+        c.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let r = Resp::new(tcp_recv(&mut c).expect("an answer"));
+    assert_eq!(r.hdr().id, 0x2222);
+    assert_eq!(addrs(&r.msg), ["192.0.2.1"]);
+}
+
+#[test]
+fn several_queries_on_one_connection() {
+    let s = Server::example();
+    let mut c = connect(&s);
+    for id in 0..20u16 {
+        let r = ask_on(&mut c, &raw_query(id, 0, "www.example.test", A, IN)).expect("answered");
+        assert_eq!(r.hdr().id, id);
+        assert_eq!(addrs(&r.msg), ["192.0.2.1"]);
+    }
+}
+
+#[test]
+fn pipelined_queries_all_answered() {
+    // Ten queries in one write, then ten answers, matched by ID.
+    let s = Server::example();
+    let mut c = connect(&s);
+    let names = [
+        ("www.example.test", NOERROR),
+        ("nope.example.test", NXDOMAIN),
+        ("mail.example.test", NOERROR),
+        ("www.example.org", REFUSED),
+        ("alias.example.test", NOERROR),
+    ];
+    let mut batch = Vec::new();
+    for id in 0..10u16 {
+        batch.extend(framed(&raw_query(0x100 + id, 0, names[id as usize % 5].0, A, IN)));
+    }
+    c.write_all(&batch).unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..10 {
+        let r = Resp::new(tcp_recv(&mut c).expect("all pipelined queries answered"));
+        let id = r.hdr().id - 0x100;
+        assert_eq!(r.rcode(), names[id as usize % 5].1, "query {id}");
+        seen.push(id);
+    }
+    seen.sort();
+    assert_eq!(seen, (0..10).collect::<Vec<u16>>());
+}
+
+#[test]
+fn idle_timeout_closes_the_connection() {
+    // tests/data/tcp_idle.toml: tcp_idle_timeout_ms = 300.
+    let s = Server::start(&data("tcp_idle.toml"), &[]);
+    let mut c = connect(&s);
+    assert!(ask_on(&mut c, &raw_query(1, 0, "www.example.test", A, IN)).is_some());
+    let t = closed_within(&mut c, Duration::from_secs(3)).expect("closed when idle");
+    assert!(t >= Duration::from_millis(200), "closed after {t:?}, before the timeout");
+    assert!(t < Duration::from_millis(2000), "closed after {t:?}");
+    // A connection that never sends anything is closed too.
+    let mut quiet = connect(&s);
+    let t = closed_within(&mut quiet, Duration::from_secs(3)).expect("closed when idle");
+    assert!(t >= Duration::from_millis(200) && t < Duration::from_millis(2000), "{t:?}");
+}
+
+#[test]
+fn a_busy_connection_outlives_the_idle_timeout() {
+    // Queries every 100 ms for 1.2 s on a 300 ms idle timeout: never idle.
+    let s = Server::start(&data("tcp_idle.toml"), &[]);
+    let mut c = connect(&s);
+    for id in 0..12u16 {
+        let r = ask_on(&mut c, &raw_query(id, 0, "www.example.test", A, IN));
+        assert!(r.is_some(), "closed while busy at query {id}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn connection_cap() {
+    // tests/data/tcp_max.toml: tcp_max_connections = 2.
+    let s = Server::start(&data("tcp_max.toml"), &[]);
+    let q = raw_query(7, 0, "www.example.test", A, IN);
+    let mut c1 = connect(&s);
+    let mut c2 = connect(&s);
+    assert!(ask_on(&mut c1, &q).is_some());
+    assert!(ask_on(&mut c2, &q).is_some());
+    // The third is closed without an answer.
+    let mut c3 = connect(&s);
+    assert!(ask_on(&mut c3, &q).is_none(), "a third connection was served");
+    // The first two still work.
+    assert!(ask_on(&mut c1, &q).is_some());
+    assert!(ask_on(&mut c2, &q).is_some());
+    // UDP is not affected.
+    assert!(s.alive());
+    // Closing one makes room for another.
+    drop(c1);
+    let t0 = Instant::now();
+    loop {
+        let mut c4 = connect(&s);
+        if ask_on(&mut c4, &q).is_some() {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(3), "no room after a close");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn short_message_does_not_stall_the_server() {
+    // A prefix of 100 and then 10 octets: that connection waits for the rest
+    // until the idle timeout (300 ms) and is closed; others are served.
+    let s = Server::start(&data("tcp_idle.toml"), &[]);
+    let mut stuck = connect(&s);
+    let q = raw_query(9, 0, "www.example.test", A, IN);
+    stuck.write_all(&100u16.to_be_bytes()).unwrap();
+    stuck.write_all(&q[..10]).unwrap();
+    // Meanwhile, UDP and other TCP clients are answered.
+    for _ in 0..3 {
+        let mut other = connect(&s);
+        assert!(ask_on(&mut other, &q).is_some());
+        assert!(s.alive());
+    }
+    let t = closed_within(&mut stuck, Duration::from_secs(3)).expect("stuck connection closed");
+    assert!(t < Duration::from_millis(2000), "{t:?}");
+}
+
+#[test]
+fn full_answers_over_tcp() {
+    // No TC over TCP, even for the whole example apex.
+    let s = Server::example();
+    let r = s.dig_tcp(&Q::new("shuffle.example.test.", RecordType::A));
+    assert!(!r.hdr().tc);
+    assert_eq!(r.answer().len(), 4);
+}
