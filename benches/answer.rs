@@ -50,27 +50,27 @@ fn run(bencher: divan::Bencher, queries: Vec<Vec<u8>>) {
     });
 }
 
-#[divan::bench]
+#[divan::bench(sample_count = 200, sample_size = 1000)]
 fn static_a(b: divan::Bencher) {
     run(b, vec![query("www.example.test.", RecordType::A, None)]);
 }
 
-#[divan::bench]
+#[divan::bench(sample_count = 200, sample_size = 1000)]
 fn nxdomain(b: divan::Bencher) {
     run(b, vec![query("nope.example.test.", RecordType::A, None)]);
 }
 
-#[divan::bench]
+#[divan::bench(sample_count = 200, sample_size = 1000)]
 fn pool_one(b: divan::Bencher) {
     run(b, vec![query("one.example.test.", RecordType::A, None)]);
 }
 
-#[divan::bench]
+#[divan::bench(sample_count = 200, sample_size = 1000)]
 fn pool_all(b: divan::Bencher) {
     run(b, vec![query("shuffle.example.test.", RecordType::A, None)]);
 }
 
-#[divan::bench]
+#[divan::bench(sample_count = 200, sample_size = 1000)]
 fn geo_ecs_many_subnets(b: divan::Bencher) {
     // 4096 /24s spread over the IPv4 space (deterministic).
     let mut x: u32 = 0x9E37_79B9;

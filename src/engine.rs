@@ -52,7 +52,7 @@ pub struct Engine {
     pub config_path: PathBuf,
     pub zones: Vec<Zone>,
     /// Zone apex (lower-cased wire) to index in `zones`.
-    pub zone_index: HashMap<Box<[u8]>, usize>,
+    pub zone_index: crate::zone::NameMap<usize>,
     pub pools: Vec<Pool>,
     pub bindings: Vec<Binding>,
     pub geo: Option<Arc<GeoDb>>,
@@ -68,6 +68,12 @@ pub struct Engine {
     pub tcp_idle_ms: u64,
     pub tcp_max: usize,
     pub http_listen: Option<String>,
+    /// Hardening (`[server]` keys; see `rrl` and `run`).
+    pub tcp_read_ms: u64,
+    pub tcp_max_queries: usize,
+    pub user: Option<String>,
+    pub allow_root: bool,
+    pub rrl: Option<crate::rrl::RrlConfig>,
 }
 
 static GENERATION: AtomicU64 = AtomicU64::new(1);
@@ -119,7 +125,7 @@ fn build(src: &Source, cfg: ConfigFile, prev: Option<&Engine>) -> Result<Engine,
 
     // Zones.
     let mut zones = Vec::new();
-    let mut zone_index = HashMap::new();
+    let mut zone_index = crate::zone::NameMap::default();
     for z in &cfg.zone {
         let zc = z.get_ref();
         let origin = Name::from_ascii(&zc.origin)
@@ -409,6 +415,11 @@ fn build(src: &Source, cfg: ConfigFile, prev: Option<&Engine>) -> Result<Engine,
         tcp_idle_ms: cfg.server.tcp_idle_timeout_ms,
         tcp_max: cfg.server.tcp_max_connections,
         http_listen: cfg.server.http_listen.as_ref().map(|s| s.get_ref().clone()),
+        tcp_read_ms: cfg.server.tcp_read_timeout_ms,
+        tcp_max_queries: cfg.server.tcp_max_queries,
+        user: crate::run::user_from_cfg(src, &cfg.server.user)?,
+        allow_root: cfg.server.allow_root,
+        rrl: crate::rrl::RrlConfig::from_cfg(src, cfg.server.rrl.as_ref())?,
     })
 }
 

@@ -5,6 +5,7 @@
 pub mod parse;
 
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::path::Path;
 
 use hickory_proto::rr::{Name, RData};
@@ -13,6 +14,11 @@ use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
 use crate::error::LocatedError;
 use crate::wire::{TYPE_CNAME, TYPE_NS, TYPE_SOA};
 use parse::{SourceRdata, SourceRecord};
+
+/// Names to values, hashed with FxHash for the per-query lookups. Maps are
+/// built at load time and never grow from queries, so hostile query names
+/// cannot lengthen their probe chains.
+pub type NameMap<V> = HashMap<Box<[u8]>, V, BuildHasherDefault<rustc_hash::FxHasher>>;
 
 /// A piece of RDATA: raw octets, or a domain name the renderer may compress
 /// (RFC 3597 §4 allows compression only in the well-known types).
@@ -59,7 +65,7 @@ pub struct Zone {
     pub origin_labels: usize,
     pub origin_text: String,
     pub nodes: Vec<Node>,
-    pub index: HashMap<Box<[u8]>, u32>,
+    pub index: NameMap<u32>,
     /// TTL for negative answers: min(SOA TTL, SOA MINIMUM) (RFC 2308 §5).
     pub negative_ttl: u32,
     pub apex: u32,
@@ -195,7 +201,7 @@ impl Zone {
             origin_labels: label_count(&origin_w),
             origin_text: name_text(&origin_w),
             nodes: Vec::new(),
-            index: HashMap::new(),
+            index: NameMap::default(),
             negative_ttl: 0,
             apex: 0,
             record_count: 0,
@@ -277,10 +283,23 @@ impl Zone {
         let soa = records
             .iter()
             .find(|r| r.rtype == TYPE_SOA)
-            .ok_or_else(|| LocatedError::new(file, 0, format!("zone {} has no SOA at its apex", zone.origin_text)))?;
+            .ok_or_else(|| {
+                // Point at the first record of the file, where the SOA belongs.
+                let line = records
+                    .iter()
+                    .find(|r| r.file == file)
+                    .map(|r| r.line)
+                    .unwrap_or(1);
+                LocatedError::new(
+                    file,
+                    line,
+                    format!("zone {} has no SOA at its apex", zone.origin_text),
+                )
+            })?;
         if apex.rrset(TYPE_NS).is_none() {
+            // The SOA may come from an $INCLUDEd file: name that file.
             return Err(LocatedError::new(
-                file,
+                &soa.file,
                 soa.line,
                 format!("zone {} has no NS records at its apex", zone.origin_text),
             ));
