@@ -132,14 +132,8 @@ impl Engine {
         w.add_name_targets(12);
         let qend = w.len;
 
-        let r = if q.qclass != CLASS_IN {
-            Resolved {
-                rcode: RCODE_REFUSED,
-                aa: false,
-                scope: Scope::GLOBAL,
-                pool: None,
-            }
-        } else if q.qtype == TYPE_AXFR || q.qtype == TYPE_IXFR {
+        // Classes other than IN, and zone transfers: not served here.
+        let r = if q.qclass != CLASS_IN || q.qtype == TYPE_AXFR || q.qtype == TYPE_IXFR {
             Resolved {
                 rcode: RCODE_REFUSED,
                 aa: false,
@@ -206,12 +200,24 @@ impl Engine {
 
     fn resolve(&self, w: &mut Writer, q: &Query, src: IpAddr) -> Resolved {
         let name = &q.qname;
-        // Longest zone suffix.
+        // Longest zone suffix. DS belongs to the parent side of a cut (RFC
+        // 4035 §3.1.4.1): at the apex of a zone whose parent zone we serve
+        // too, with the delegation in it, the parent answers.
         let mut zone = None;
         for i in 0..=name.nlabels {
             if let Some(&zi) = self.zone_index.get(name.suffix(i)) {
-                zone = Some((zi, i));
-                break;
+                if zone.is_none() {
+                    zone = Some((zi, i));
+                    if !(i == 0 && q.qtype == TYPE_DS) {
+                        break;
+                    }
+                } else {
+                    // The closest enclosing zone, if it delegates this name.
+                    if self.zones[zi].get(name.as_bytes()).is_some_and(|n| n.cut) {
+                        zone = Some((zi, i));
+                    }
+                    break;
+                }
             }
         }
         let Some((zi, apex_at)) = zone else {

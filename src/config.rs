@@ -50,6 +50,39 @@ pub struct ServerCfg {
     /// HTTP listener for /metrics and /status.
     #[serde(default)]
     pub http_listen: Option<Spanned<String>>,
+    /// Time allowed to receive the rest of a TCP query once its first octet
+    /// arrived, and to send one response (never more than the idle timeout).
+    #[serde(default = "default_tcp_read")]
+    pub tcp_read_timeout_ms: u64,
+    /// Most queries answered on one TCP connection before it is closed (0: no cap).
+    #[serde(default = "default_tcp_queries")]
+    pub tcp_max_queries: usize,
+    /// Started as root: bind the sockets, then switch to this user and its group.
+    #[serde(default)]
+    pub user: Option<Spanned<String>>,
+    /// Started as root with no `user`: keep running as root instead of refusing.
+    #[serde(default)]
+    pub allow_root: bool,
+    /// Response rate limiting (`[server.rrl]`); off when absent.
+    #[serde(default)]
+    pub rrl: Option<Spanned<RrlCfg>>,
+}
+
+/// `[server.rrl]`: responses per second per client prefix, over UDP only.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RrlCfg {
+    pub responses_per_second: Spanned<u32>,
+    /// Every N-th limited response is sent truncated (TC=1); 0 drops them all.
+    #[serde(default)]
+    pub slip: Option<Spanned<u32>>,
+    #[serde(default)]
+    pub ipv4_prefix: Option<Spanned<u8>>,
+    #[serde(default)]
+    pub ipv6_prefix: Option<Spanned<u8>>,
+    /// Buckets per UDP worker (rounded up to a power of two).
+    #[serde(default)]
+    pub table_size: Option<Spanned<usize>>,
 }
 
 impl Default for ServerCfg {
@@ -62,6 +95,11 @@ impl Default for ServerCfg {
             tcp_idle_timeout_ms: default_tcp_idle(),
             tcp_max_connections: default_tcp_max(),
             http_listen: None,
+            tcp_read_timeout_ms: default_tcp_read(),
+            tcp_max_queries: default_tcp_queries(),
+            user: None,
+            allow_root: false,
+            rrl: None,
         }
     }
 }
@@ -80,6 +118,12 @@ fn default_tcp_idle() -> u64 {
 }
 fn default_tcp_max() -> usize {
     512
+}
+fn default_tcp_read() -> u64 {
+    2_000
+}
+fn default_tcp_queries() -> usize {
+    10_000
 }
 
 #[derive(Debug, Deserialize)]

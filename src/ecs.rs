@@ -70,7 +70,7 @@ impl ClientSubnet {
         if addr.len() != want {
             return Err(EcsError::AddressLength);
         }
-        if source % 8 != 0 {
+        if !source.is_multiple_of(8) {
             let mask = 0xFFu8 >> (source % 8);
             if addr[want - 1] & mask != 0 {
                 return Err(EcsError::BitsPastSource);

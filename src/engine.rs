@@ -114,8 +114,9 @@ impl Engine {
 
 fn build(src: &Source, cfg: ConfigFile, prev: Option<&Engine>) -> Result<Engine, LocatedError> {
     let (payload, pspan) = num(&cfg.server.edns_udp_payload);
-    if payload < 512 {
-        return Err(src.err(pspan, "edns_udp_payload must be at least 512"));
+    // Workers keep 4096-octet response buffers; RFC 9715 advises 1232 anyway.
+    if !(512..=4096).contains(&payload) {
+        return Err(src.err(pspan, "edns_udp_payload must be 512..=4096"));
     }
     for l in &cfg.server.listen {
         if crate::config::parse_listen(l.get_ref()).is_none() {
@@ -182,8 +183,8 @@ fn build(src: &Source, cfg: ConfigFile, prev: Option<&Engine>) -> Result<Engine,
                 }
             };
             let p = src.resolve(g.database.get_ref());
-            let db = GeoDb::open(&p, schema)
-                .map_err(|e| src.err(g.database.span(), format!("{}: {e}", p.display())))?;
+            // The error already names the file.
+            let db = GeoDb::open(&p, schema).map_err(|e| src.err(g.database.span(), e))?;
             (Some(Arc::new(db)), Some(p))
         }
     };

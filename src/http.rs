@@ -24,11 +24,9 @@ pub async fn serve(shared: Arc<Shared>, listener: tokio::net::TcpListener) {
             let mut buf = vec![0u8; 8192];
             let mut n = 0;
             loop {
-                let Ok(Ok(k)) = tokio::time::timeout(
-                    std::time::Duration::from_secs(5),
-                    s.read(&mut buf[n..]),
-                )
-                .await
+                let Ok(Ok(k)) =
+                    tokio::time::timeout(std::time::Duration::from_secs(5), s.read(&mut buf[n..]))
+                        .await
                 else {
                     return;
                 };
@@ -160,7 +158,11 @@ pub fn metrics_text(shared: &Shared) -> String {
     for (i, v) in m.rcode.iter().enumerate() {
         let v = c(v);
         if v > 0 {
-            let _ = writeln!(s, "meridian_responses_total{{rcode=\"{}\"}} {v}", rcode_name(i));
+            let _ = writeln!(
+                s,
+                "meridian_responses_total{{rcode=\"{}\"}} {v}",
+                rcode_name(i)
+            );
         }
     }
     let _ = writeln!(s, "# TYPE meridian_queries_by_type_total counter");
@@ -171,7 +173,10 @@ pub fn metrics_text(shared: &Shared) -> String {
             let _ = writeln!(s, "meridian_queries_by_type_total{{qtype=\"{name}\"}} {v}");
         }
     }
-    let _ = writeln!(s, "# HELP meridian_ecs_scope_total ECS responses by returned scope prefix length.");
+    let _ = writeln!(
+        s,
+        "# HELP meridian_ecs_scope_total ECS responses by returned scope prefix length."
+    );
     let _ = writeln!(s, "# TYPE meridian_ecs_scope_total counter");
     for (i, v) in m.scope.iter().enumerate() {
         let v = c(v);
@@ -183,14 +188,45 @@ pub fn metrics_text(shared: &Shared) -> String {
     let _ = writeln!(s, "# TYPE meridian_pool_answers_total counter");
     for (i, p) in e.pools.iter().enumerate() {
         if let Some(v) = m.pool_answers.get(i) {
-            let _ = writeln!(s, "meridian_pool_answers_total{{pool=\"{}\"}} {}", p.name, c(v));
+            let _ = writeln!(
+                s,
+                "meridian_pool_answers_total{{pool=\"{}\"}} {}",
+                p.name,
+                c(v)
+            );
         }
     }
     let _ = writeln!(s, "# TYPE meridian_reloads_total counter");
-    let _ = writeln!(s, "meridian_reloads_total{{result=\"ok\"}} {}", c(&m.reloads_ok));
-    let _ = writeln!(s, "meridian_reloads_total{{result=\"failed\"}} {}", c(&m.reloads_failed));
+    let _ = writeln!(
+        s,
+        "meridian_reloads_total{{result=\"ok\"}} {}",
+        c(&m.reloads_ok)
+    );
+    let _ = writeln!(
+        s,
+        "meridian_reloads_total{{result=\"failed\"}} {}",
+        c(&m.reloads_failed)
+    );
     let _ = writeln!(s, "# TYPE meridian_tcp_rejected_total counter");
     let _ = writeln!(s, "meridian_tcp_rejected_total {}", c(&m.tcp_rejected));
+    let _ = writeln!(
+        s,
+        "# HELP meridian_tcp_timeouts_total TCP connections closed by the idle or read timeout."
+    );
+    let _ = writeln!(s, "# TYPE meridian_tcp_timeouts_total counter");
+    let _ = writeln!(s, "meridian_tcp_timeouts_total {}", c(&m.tcp_timeouts));
+    let _ = writeln!(s, "# HELP meridian_rrl_responses_total UDP responses over the rate limit: dropped, or sent truncated (slipped).");
+    let _ = writeln!(s, "# TYPE meridian_rrl_responses_total counter");
+    let _ = writeln!(
+        s,
+        "meridian_rrl_responses_total{{action=\"dropped\"}} {}",
+        c(&m.rrl_dropped)
+    );
+    let _ = writeln!(
+        s,
+        "meridian_rrl_responses_total{{action=\"slipped\"}} {}",
+        c(&m.rrl_slipped)
+    );
     crate::health::report::metrics(&e, &mut s);
     s
 }

@@ -17,6 +17,7 @@ pub mod http;
 pub mod metrics;
 pub mod pool;
 pub mod render;
+pub mod rrl;
 pub mod run;
 pub mod server;
 pub mod summary;

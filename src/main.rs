@@ -30,6 +30,10 @@ enum Cmd {
         /// HTTP listener for /metrics and /status ("none" turns it off); replaces the config's.
         #[arg(long, value_name = "ADDR:PORT")]
         http_listen: Option<String>,
+        /// Allow running as root when the config names no `user` (for tests
+        /// and containers); the same as `allow_root = true` in [server].
+        #[arg(long)]
+        allow_root: bool,
     },
     /// Load and validate the config, zones and geo database, then exit.
     Check {
@@ -68,6 +72,7 @@ fn main() -> ExitCode {
             listen,
             workers,
             http_listen,
+            allow_root,
         } => {
             let mut addrs: Vec<SocketAddr> = Vec::new();
             for l in &listen {
@@ -79,7 +84,7 @@ fn main() -> ExitCode {
                     }
                 }
             }
-            match meridian::run::serve(&config, addrs, workers, http_listen) {
+            match meridian::run::serve(&config, addrs, workers, http_listen, allow_root) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("{e}");

@@ -41,6 +41,11 @@ pub struct Metrics {
     pub scope: [AtomicU64; 129],
     pub pool_answers: Vec<AtomicU64>,
     pub tcp_rejected: AtomicU64,
+    /// TCP connections closed by the idle or read timeout.
+    pub tcp_timeouts: AtomicU64,
+    /// UDP responses withheld by rate limiting, and those sent truncated (slipped).
+    pub rrl_dropped: AtomicU64,
+    pub rrl_slipped: AtomicU64,
     pub reloads_ok: AtomicU64,
     pub reloads_failed: AtomicU64,
 }
@@ -63,6 +68,9 @@ impl Metrics {
             scope: std::array::from_fn(|_| AtomicU64::new(0)),
             pool_answers: (0..MAX_POOLS).map(|_| AtomicU64::new(0)).collect(),
             tcp_rejected: AtomicU64::new(0),
+            tcp_timeouts: AtomicU64::new(0),
+            rrl_dropped: AtomicU64::new(0),
+            rrl_slipped: AtomicU64::new(0),
             reloads_ok: AtomicU64::new(0),
             reloads_failed: AtomicU64::new(0),
         }

@@ -1,6 +1,13 @@
-//! Process life cycle for `meridian serve`: load, bind, start workers, print
-//! the ready line, then handle SIGHUP (reload), geo database changes
-//! (reload) and SIGINT/SIGTERM (stop).
+//! Process life cycle for `meridian serve`: load, bind, drop privileges,
+//! start workers, print the ready line, then handle SIGHUP (reload), geo
+//! database changes (reload) and SIGINT/SIGTERM (stop).
+//!
+//! Privileges: started as root, meridian binds every socket and then
+//! switches to `[server] user` (its uid, its primary group, no
+//! supplementary groups) before it serves a query. As root with no `user`
+//! it refuses to start unless `allow_root = true` or `--allow-root` says so.
+//! Started as another user (systemd `DynamicUser`, or a user with
+//! CAP_NET_BIND_SERVICE for port 53) it keeps that user.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -16,9 +23,12 @@ pub fn serve(
     listen: Vec<SocketAddr>,
     workers: Option<usize>,
     http_listen: Option<String>,
+    allow_root: bool,
 ) -> Result<(), String> {
     let engine = Engine::load(config).map_err(|e| e.to_string())?;
     init_logging(&engine.log);
+    // Decide about root before binding anything.
+    let switch_to = privileges(&engine, allow_root)?;
     let listen: Vec<SocketAddr> = if listen.is_empty() {
         engine
             .listen
@@ -59,9 +69,25 @@ pub fn serve(
     let mut tcp = Vec::new();
     for a in &listen {
         for _ in 0..nworkers {
-            udp.push(bind_udp(*a).map_err(|e| format!("meridian: cannot bind udp {a}: {e}"))?);
+            udp.push(bind_udp(*a).map_err(|e| bind_error("udp", a, e))?);
         }
-        tcp.push(bind_tcp(*a).map_err(|e| format!("meridian: cannot bind tcp {a}: {e}"))?);
+        tcp.push(bind_tcp(*a).map_err(|e| bind_error("tcp", a, e))?);
+    }
+    let http_listener = match http {
+        Some(h) => {
+            let addr = crate::config::parse_listen(&h)
+                .ok_or(format!("meridian: bad http_listen {h:?}"))?;
+            Some(
+                rt.block_on(tokio::net::TcpListener::bind(addr))
+                    .map_err(|e| bind_error("http", &addr, e))?,
+            )
+        }
+        None => None,
+    };
+    // Every socket is bound: give up root before serving anything.
+    if let Some(u) = &switch_to {
+        drop_privileges(u)?;
+        check_readable(&shared.engine.load(), u)?;
     }
     let mut bound = Vec::new();
     for s in &udp {
@@ -77,7 +103,7 @@ pub fn serve(
         threads.push(
             std::thread::Builder::new()
                 .name(format!("meridian-udp-{i}"))
-                .spawn(move || udp_worker(sh, sock))
+                .spawn(move || udp_worker(sh, sock, nworkers))
                 .map_err(|e| format!("meridian: cannot start worker: {e}"))?,
         );
     }
@@ -85,11 +111,7 @@ pub fn serve(
         rt.spawn(tcp_listener(shared.clone(), l));
     }
     crate::health::start(&rt, &shared);
-    if let Some(h) = http {
-        let addr = crate::config::parse_listen(&h).ok_or(format!("meridian: bad http_listen {h:?}"))?;
-        let l = rt
-            .block_on(tokio::net::TcpListener::bind(addr))
-            .map_err(|e| format!("meridian: cannot bind http {addr}: {e}"))?;
+    if let Some(l) = http_listener {
         rt.spawn(crate::http::serve(shared.clone(), l));
     }
 
@@ -129,8 +151,11 @@ pub fn serve(
         Ok::<(), String>(())
     })?;
     tracing::info!("shutting down");
-    shared.shutdown.store(true, Ordering::Relaxed);
-    // Let TCP answers in flight finish.
+    // Listeners close at once (a new instance on the same port takes the new
+    // connections); UDP workers answer what is queued on their sockets.
+    shared.begin_shutdown();
+    // Let TCP answers in flight finish: every query already received is
+    // answered, then idle connections close.
     let deadline = std::time::Instant::now() + Duration::from_secs(2);
     while shared.tcp_conns.load(Ordering::Relaxed) > 0 && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
@@ -181,4 +206,141 @@ fn init_logging(filter: &str) {
         .with_env_filter(f)
         .with_writer(std::io::stderr)
         .try_init();
+}
+
+/// The user to switch to after binding, as resolved from the passwd database.
+#[derive(Debug, Clone)]
+pub struct SwitchUser {
+    pub name: String,
+    pub uid: libc::uid_t,
+    pub gid: libc::gid_t,
+}
+
+/// `[server] user`: a non-empty name (looked up when `serve` starts as root).
+pub fn user_from_cfg(
+    src: &crate::config::Source,
+    user: &Option<toml::Spanned<String>>,
+) -> Result<Option<String>, crate::error::LocatedError> {
+    match user {
+        None => Ok(None),
+        Some(u) if u.get_ref().trim().is_empty() => {
+            Err(src.err(u.span(), "user must name a user (or leave it out)"))
+        }
+        Some(u) => Ok(Some(u.get_ref().clone())),
+    }
+}
+
+/// The message when root is neither dropped nor allowed.
+pub const ROOT_REFUSED: &str = "meridian: refusing to run as root. Set `user = \"nobody\"` (or another unprivileged user) in [server] to bind as root and then switch to that user, or set `allow_root = true` in [server] (or pass --allow-root) to keep running as root.";
+
+/// Decide what to do about the user we run as. Returns the user to switch
+/// to after binding (None: stay as we are).
+pub fn privileges(engine: &Engine, cli_allow_root: bool) -> Result<Option<SwitchUser>, String> {
+    let euid = unsafe { libc::geteuid() };
+    if euid != 0 {
+        if let Some(name) = &engine.user {
+            // Already unprivileged (e.g. systemd DynamicUser): nothing to switch.
+            tracing::info!("not started as root: keeping uid {euid}, `user = {name:?}` not applied");
+        }
+        return Ok(None);
+    }
+    match &engine.user {
+        Some(name) => {
+            let u = lookup_user(name)?;
+            if u.uid == 0 {
+                return Err(format!(
+                    "meridian: user {name:?} is root; name an unprivileged user, or use allow_root = true"
+                ));
+            }
+            Ok(Some(u))
+        }
+        None if engine.allow_root || cli_allow_root => {
+            tracing::warn!("running as root (allowed by allow_root / --allow-root)");
+            Ok(None)
+        }
+        None => Err(ROOT_REFUSED.to_string()),
+    }
+}
+
+/// Look a user up in the passwd database (getpwnam_r).
+pub fn lookup_user(name: &str) -> Result<SwitchUser, String> {
+    let cname = std::ffi::CString::new(name).map_err(|_| format!("meridian: bad user name {name:?}"))?;
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut res: *mut libc::passwd = std::ptr::null_mut();
+    let rc = unsafe { libc::getpwnam_r(cname.as_ptr(), &mut pw, buf.as_mut_ptr(), buf.len(), &mut res) };
+    if rc != 0 || res.is_null() {
+        return Err(format!(
+            "meridian: unknown user {name:?} in [server] user (create it, or name another)"
+        ));
+    }
+    Ok(SwitchUser {
+        name: name.to_string(),
+        uid: pw.pw_uid,
+        gid: pw.pw_gid,
+    })
+}
+
+/// setgroups, setgid, setuid, in that order, then check that root cannot be
+/// regained. glibc applies each call to every thread of the process.
+pub fn drop_privileges(u: &SwitchUser) -> Result<(), String> {
+    let fail = |what: &str| {
+        format!(
+            "meridian: cannot switch to user {:?} ({what}): {}",
+            u.name,
+            std::io::Error::last_os_error()
+        )
+    };
+    unsafe {
+        if libc::setgroups(1, &u.gid) != 0 {
+            return Err(fail("setgroups"));
+        }
+        if libc::setgid(u.gid) != 0 {
+            return Err(fail("setgid"));
+        }
+        if libc::setuid(u.uid) != 0 {
+            return Err(fail("setuid"));
+        }
+        if libc::setuid(0) == 0 || libc::geteuid() == 0 || libc::getegid() == 0 && u.gid != 0 {
+            return Err(format!("meridian: still privileged after switching to {:?}", u.name));
+        }
+    }
+    tracing::info!("switched to user {} (uid {}, gid {})", u.name, u.uid, u.gid);
+    Ok(())
+}
+
+/// After switching users, the files a reload reads must still be readable.
+fn check_readable(engine: &Engine, u: &SwitchUser) -> Result<(), String> {
+    let mut files: Vec<&Path> = vec![&engine.config_path];
+    if let Some(g) = &engine.geo_path {
+        files.push(g);
+    }
+    for z in &engine.zones {
+        for n in &z.nodes {
+            for (_, f, _) in &n.origins {
+                if !files.contains(&f.as_path()) {
+                    files.push(f);
+                }
+            }
+        }
+    }
+    for f in files {
+        if let Err(e) = std::fs::File::open(f) {
+            return Err(format!(
+                "meridian: after switching to user {:?}, {} cannot be read ({e}); reloads would fail. Make it (and its folders) readable by that user.",
+                u.name,
+                f.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn bind_error(what: &str, a: &SocketAddr, e: std::io::Error) -> String {
+    let hint = if e.kind() == std::io::ErrorKind::PermissionDenied && a.port() < 1024 {
+        " (ports below 1024 need root or CAP_NET_BIND_SERVICE: see contrib/meridian.service)"
+    } else {
+        ""
+    };
+    format!("meridian: cannot bind {what} {a}: {e}{hint}")
 }

@@ -7,11 +7,22 @@
 //! own socket, receive buffer, response buffer, random generator and
 //! rotation cursors; the kernel spreads datagrams across the sockets. TCP,
 //! health checks, reloads and the HTTP API run on a small tokio runtime.
+//!
+//! Bounded everywhere, with no queue of our own: a UDP worker holds one
+//! batch (32 datagrams) and its rate-limit table (fixed size, see `rrl`);
+//! what it cannot take waits in the socket's kernel buffer (4 MiB) and a
+//! flood beyond that is dropped by the kernel. TCP holds at most
+//! `tcp_max_connections` connections, each with one 64 KiB read buffer and
+//! one response buffer; a client that does not read its answers is closed
+//! by the write timeout rather than buffered for. Connections that stall are
+//! closed by the read and idle timeouts, which drop to `BUSY_TIMEOUT` while
+//! more than half of the slots are taken (as NSD does), so slow clients
+//! cannot hold the slots against others.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use socket2::{Domain, Protocol, Socket, Type};
@@ -20,12 +31,15 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::answer::{Outcome, Scratch, Transport};
 use crate::engine::Engine;
 use crate::metrics::Metrics;
+use crate::rrl::{slip_response, Limiter, Verdict};
 
 pub struct Shared {
     pub engine: ArcSwap<Engine>,
     pub metrics: Metrics,
     pub shutdown: AtomicBool,
     pub tcp_conns: AtomicUsize,
+    /// Set to true on shutdown: TCP listeners stop accepting (and close).
+    pub stop: tokio::sync::watch::Sender<bool>,
 }
 
 impl Shared {
@@ -36,7 +50,15 @@ impl Shared {
             metrics,
             shutdown: AtomicBool::new(false),
             tcp_conns: AtomicUsize::new(0),
+            stop: tokio::sync::watch::Sender::new(false),
         })
+    }
+
+    /// Begin shutdown: listeners close, idle TCP connections close, UDP
+    /// workers answer what is queued and stop.
+    pub fn begin_shutdown(&self) {
+        self.shutdown.store(true, Ordering::Relaxed);
+        self.stop.send_replace(true);
     }
 }
 
@@ -72,7 +94,10 @@ const BATCH: usize = 32;
 const BUF: usize = 4096;
 
 /// One UDP worker: receive a batch, answer each into its slot, send the batch.
-pub fn udp_worker(shared: Arc<Shared>, sock: std::net::UdpSocket) {
+/// `share` is the number of workers on this worker's listen address (the
+/// rate limiter's share of the rate). On shutdown it answers what is already
+/// queued on its socket, then returns.
+pub fn udp_worker(shared: Arc<Shared>, sock: std::net::UdpSocket, share: usize) {
     use std::os::fd::AsRawFd;
     let fd = sock.as_raw_fd();
     let mut scratch = Scratch::default();
@@ -108,27 +133,44 @@ pub fn udp_worker(shared: Arc<Shared>, sock: std::net::UdpSocket) {
         .collect();
     let mut outcome = Outcome::default();
     let mut local = crate::metrics::Local::default();
-    while !shared.shutdown.load(Ordering::Relaxed) {
-        for (i, h) in rx_msgs.iter_mut().enumerate() {
+    let mut rrl: Option<Limiter> = None;
+    loop {
+        let stopping = shared.shutdown.load(Ordering::Relaxed);
+        for h in rx_msgs.iter_mut() {
             h.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
             h.msg_len = 0;
-            let _ = i;
         }
-        // Block for the first datagram, then take whatever else is queued.
+        // Block for the first datagram, then take whatever else is queued;
+        // when stopping, only take what is queued.
+        let flags = if stopping {
+            libc::MSG_DONTWAIT
+        } else {
+            libc::MSG_WAITFORONE
+        };
         let n = unsafe {
             libc::recvmmsg(
                 fd,
                 rx_msgs.as_mut_ptr(),
                 BATCH as u32,
-                libc::MSG_WAITFORONE,
+                flags,
                 std::ptr::null_mut(),
             )
         };
         if n <= 0 {
             local.flush(&shared.metrics);
+            flush_rrl(&shared, &mut rrl);
+            if stopping {
+                break;
+            }
             continue;
         }
         let engine = shared.engine.load();
+        // Rate limiting follows the config (a reload may turn it on or off).
+        if rrl.as_ref().map(|l| l.cfg) != engine.rrl {
+            flush_rrl(&shared, &mut rrl);
+            rrl = engine.rrl.map(|c| Limiter::new(c, share));
+        }
+        let now = rrl.as_ref().map(|l| l.now_ms()).unwrap_or(0);
         let mut nout = 0;
         for i in 0..n as usize {
             let len = rx_msgs[i].msg_len as usize;
@@ -138,6 +180,14 @@ pub fn udp_worker(shared: Arc<Shared>, sock: std::net::UdpSocket) {
             let t = Transport { src, tcp: false };
             let r = engine.answer(&rx[i][..len], t, &mut scratch, &mut tx[i], &mut outcome);
             local.record(&outcome, r.is_some());
+            let r = match (r, rrl.as_mut()) {
+                (Some(rlen), Some(l)) => match l.check(src, now) {
+                    Verdict::Send => Some(rlen),
+                    Verdict::Drop => None,
+                    Verdict::Slip => Some(slip_response(&mut tx[i], rlen)),
+                },
+                (r, _) => r,
+            };
             if let Some(rlen) = r {
                 tx_iov[i].iov_len = rlen;
                 let h = &mut tx_msgs[nout];
@@ -167,6 +217,20 @@ pub fn udp_worker(shared: Arc<Shared>, sock: std::net::UdpSocket) {
         }
         if local.pending() >= 1024 {
             local.flush(&shared.metrics);
+            flush_rrl(&shared, &mut rrl);
+        }
+    }
+}
+
+fn flush_rrl(shared: &Shared, rrl: &mut Option<Limiter>) {
+    if let Some(l) = rrl.as_mut() {
+        if l.dropped > 0 {
+            shared.metrics.rrl_dropped.fetch_add(l.dropped, Ordering::Relaxed);
+            l.dropped = 0;
+        }
+        if l.slipped > 0 {
+            shared.metrics.rrl_slipped.fetch_add(l.slipped, Ordering::Relaxed);
+            l.slipped = 0;
         }
     }
 }
@@ -185,7 +249,9 @@ fn sockaddr_ip(sa: &libc::sockaddr_storage) -> Option<IpAddr> {
     }
 }
 
-/// Serve DNS over TCP on one listener until shutdown.
+/// Serve DNS over TCP on one listener until shutdown; then stop accepting
+/// and close the listening socket, so that a new instance sharing the port
+/// (SO_REUSEPORT) gets the new connections.
 pub async fn tcp_listener(shared: Arc<Shared>, listener: std::net::TcpListener) {
     let listener = match tokio::net::TcpListener::from_std(listener) {
         Ok(l) => l,
@@ -194,21 +260,45 @@ pub async fn tcp_listener(shared: Arc<Shared>, listener: std::net::TcpListener) 
             return;
         }
     };
+    let mut stop = shared.stop.subscribe();
     loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(x) => x,
-            Err(e) => {
-                tracing::debug!("accept: {e}");
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                continue;
-            }
+        if *stop.borrow_and_update() {
+            break;
+        }
+        let (stream, peer) = tokio::select! {
+            _ = stop.changed() => break,
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::debug!("accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
         };
+        spawn_conn(&shared, stream, peer);
+    }
+    // Take the connections the kernel has already completed, so that closing
+    // the listener resets none of them; they are served like the others.
+    let Ok(std_listener) = listener.into_std() else { return };
+    while let Ok((s, peer)) = std_listener.accept() {
+        if s.set_nonblocking(true).is_err() {
+            continue;
+        }
+        if let Ok(stream) = tokio::net::TcpStream::from_std(s) {
+            spawn_conn(&shared, stream, peer);
+        }
+    }
+}
+
+fn spawn_conn(shared: &Arc<Shared>, stream: tokio::net::TcpStream, peer: SocketAddr) {
+    {
         let max = shared.engine.load().tcp_max;
         if shared.tcp_conns.fetch_add(1, Ordering::Relaxed) >= max {
             shared.tcp_conns.fetch_sub(1, Ordering::Relaxed);
             shared.metrics.tcp_rejected.fetch_add(1, Ordering::Relaxed);
             drop(stream);
-            continue;
+            return;
         }
         let shared = shared.clone();
         tokio::spawn(async move {
@@ -218,52 +308,166 @@ pub async fn tcp_listener(shared: Arc<Shared>, listener: std::net::TcpListener) 
     }
 }
 
-/// Most queries answered on one connection before it is closed.
-const MAX_QUERIES_PER_CONN: usize = 10_000;
+/// The idle and read timeouts while more than half of the connection slots
+/// are taken (and more than `BUSY_MIN` connections are open).
+pub const BUSY_TIMEOUT: Duration = Duration::from_millis(250);
+const BUSY_MIN: usize = 4;
+/// How often a waiting connection looks at the load and at shutdown.
+const TICK: Duration = Duration::from_millis(100);
+/// Responses gathered from a pipelined burst before they are written.
+const OUT_FLUSH: usize = 16 * 1024;
 
+/// Limits of one connection, read from the engine when it opens.
+struct TcpLimits {
+    idle: Duration,
+    read: Duration,
+    max_queries: usize,
+    max_conns: usize,
+}
+
+impl TcpLimits {
+    fn busy(&self, shared: &Shared) -> bool {
+        let n = shared.tcp_conns.load(Ordering::Relaxed);
+        n > BUSY_MIN && n * 2 > self.max_conns
+    }
+}
+
+/// One TCP connection: read into a buffer, answer every complete message in
+/// it (a pipelined burst is answered in order and written together), wait
+/// for more within the idle timeout (no partial message) or the read
+/// timeout (a message has started), and close after `max_queries`.
 async fn tcp_conn(
     shared: &Shared,
     mut stream: tokio::net::TcpStream,
     peer: SocketAddr,
 ) -> std::io::Result<()> {
     let _ = stream.set_nodelay(true);
+    let lim = {
+        let e = shared.engine.load();
+        let idle = Duration::from_millis(e.tcp_idle_ms);
+        TcpLimits {
+            idle,
+            read: Duration::from_millis(e.tcp_read_ms).min(idle),
+            max_queries: if e.tcp_max_queries == 0 {
+                usize::MAX
+            } else {
+                e.tcp_max_queries
+            },
+            max_conns: e.tcp_max,
+        }
+    };
     let mut scratch = Scratch::default();
-    let mut req = vec![0u8; 65535];
-    let mut resp = vec![0u8; 65537];
     let mut outcome = Outcome::default();
-    let idle = Duration::from_millis(shared.engine.load().tcp_idle_ms);
-    for _ in 0..MAX_QUERIES_PER_CONN {
-        let mut lenb = [0u8; 2];
-        // Idle timeout between queries, and a read timeout within one.
-        match tokio::time::timeout(idle, stream.read_exact(&mut lenb)).await {
-            Ok(Ok(_)) => {}
-            _ => return Ok(()),
+    // One whole message (2-octet length + up to 65535) always fits.
+    let mut inb = vec![0u8; 2 + 65535];
+    let mut have = 0usize;
+    let mut resp = vec![0u8; 65535];
+    let mut out: Vec<u8> = Vec::with_capacity(OUT_FLUSH + 2 + 65535);
+    let mut answered = 0usize;
+    // Start of the idle wait, or of the partial message now in the buffer.
+    let mut since = Instant::now();
+    let t = Transport {
+        src: peer.ip(),
+        tcp: true,
+    };
+    loop {
+        // Answer every complete message already received.
+        let mut off = 0;
+        let mut close = false;
+        while have - off >= 2 {
+            let len = u16::from_be_bytes([inb[off], inb[off + 1]]) as usize;
+            if have - off < 2 + len {
+                break;
+            }
+            let engine = shared.engine.load();
+            let r = engine.answer(&inb[off + 2..off + 2 + len], t, &mut scratch, &mut resp, &mut outcome);
+            shared.metrics.record_one(&outcome, r.is_some());
+            off += 2 + len;
+            match r {
+                Some(n) => {
+                    out.extend_from_slice(&(n as u16).to_be_bytes());
+                    out.extend_from_slice(&resp[..n]);
+                    answered += 1;
+                }
+                // Nothing can be answered on this stream: close it.
+                None => close = true,
+            }
+            if close || answered >= lim.max_queries {
+                close = true;
+                break;
+            }
+            if out.len() >= OUT_FLUSH {
+                write_out(&mut stream, &mut out, lim.read).await?;
+            }
         }
-        let len = u16::from_be_bytes(lenb) as usize;
-        match tokio::time::timeout(idle, stream.read_exact(&mut req[..len])).await {
-            Ok(Ok(_)) => {}
-            _ => return Ok(()),
+        if off > 0 {
+            inb.copy_within(off..have, 0);
+            have -= off;
+            since = Instant::now();
         }
-        if shared.shutdown.load(Ordering::Relaxed) {
+        if !out.is_empty() {
+            write_out(&mut stream, &mut out, lim.read).await?;
+        }
+        if close {
+            let _ = stream.shutdown().await;
             return Ok(());
         }
-        let engine = shared.engine.load();
-        let t = Transport {
-            src: peer.ip(),
-            tcp: true,
-        };
-        let r = engine.answer(&req[..len], t, &mut scratch, &mut resp[2..], &mut outcome);
-        shared.metrics.record_one(&outcome, r.is_some());
-        match r {
-            Some(n) => {
-                resp[..2].copy_from_slice(&(n as u16).to_be_bytes());
-                tokio::time::timeout(idle, stream.write_all(&resp[..n + 2]))
-                    .await
-                    .map_err(|_| std::io::Error::other("write timeout"))??;
+        // Shutting down: finish a message that has started, take what the
+        // client has already sent, then close.
+        if shared.shutdown.load(Ordering::Relaxed) && have == 0 {
+            // A direct recv: tokio's try_read trusts readiness the reactor
+            // may not have seen yet, and would miss a burst already here.
+            use std::os::fd::AsRawFd;
+            let n = unsafe {
+                libc::recv(
+                    stream.as_raw_fd(),
+                    inb.as_mut_ptr() as *mut libc::c_void,
+                    inb.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if n > 0 {
+                have = n as usize;
+                since = Instant::now();
+                continue;
             }
-            // Nothing can be answered on this stream: close it.
-            None => return Ok(()),
+            let _ = stream.shutdown().await;
+            return Ok(());
+        }
+        // Wait for more, within the timeout that applies now.
+        let mut limit = if have == 0 { lim.idle } else { lim.read };
+        if lim.busy(shared) {
+            limit = limit.min(BUSY_TIMEOUT);
+        }
+        let deadline = since + limit;
+        let now = Instant::now();
+        if now >= deadline {
+            shared.metrics.tcp_timeouts.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        let wake = deadline.min(now + TICK);
+        tokio::select! {
+            r = stream.read(&mut inb[have..]) => match r {
+                Ok(0) => return Ok(()),
+                Ok(n) => {
+                    if have == 0 {
+                        since = Instant::now();
+                    }
+                    have += n;
+                }
+                Err(e) => return Err(e),
+            },
+            _ = tokio::time::sleep_until(wake.into()) => {}
         }
     }
-    Ok(())
+}
+
+async fn write_out(
+    stream: &mut tokio::net::TcpStream,
+    out: &mut Vec<u8>,
+    timeout: Duration,
+) -> std::io::Result<()> {
+    let r = tokio::time::timeout(timeout, stream.write_all(out)).await;
+    out.clear();
+    r.map_err(|_| std::io::Error::other("write timeout"))?
 }

@@ -94,7 +94,7 @@ pub fn lookup(config: &Path, name: &str, qtype: &str, client: &str) -> Result<St
         .and_then(|n| n.dynamic);
     let Some(b) = outcome.pool.map(|p| p.0).or(exact) else {
         let answer = if records.is_empty() {
-            format!("{rcode}, no records")
+            format!("{}, no records", rcode_name(rcode))
         } else {
             records.join("\n  ")
         };
@@ -179,7 +179,7 @@ pub fn lookup(config: &Path, name: &str, qtype: &str, client: &str) -> Result<St
         let why = if rcode == ResponseCode::NoError {
             format!("NODATA (no {} member is available)", if v6 { "IPv6" } else { "IPv4" })
         } else {
-            rcode.to_string()
+            rcode_name(rcode)
         };
         s += &format!("answer:   {why}\n");
         why_scope = "a negative answer never depends on the client".into();
@@ -188,6 +188,17 @@ pub fn lookup(config: &Path, name: &str, qtype: &str, client: &str) -> Result<St
     }
     s += &format!("scope:    /{scope} ({why_scope})\n");
     Ok(s)
+}
+
+/// The RCODE as dig prints it.
+fn rcode_name(rc: ResponseCode) -> String {
+    match rc {
+        ResponseCode::NoError => "NOERROR (NODATA)".into(),
+        ResponseCode::NXDomain => "NXDOMAIN".into(),
+        ResponseCode::ServFail => "SERVFAIL".into(),
+        ResponseCode::Refused => "REFUSED".into(),
+        other => format!("{other:?}").to_uppercase(),
+    }
 }
 
 /// "ADDR" (a /32 or /128) or "ADDR/LEN".

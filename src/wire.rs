@@ -149,29 +149,39 @@ fn u16_at(p: &[u8], i: usize) -> Option<u16> {
     Some(u16::from_be_bytes([*p.get(i)?, *p.get(i + 1)?]))
 }
 
-/// Skip a possibly compressed name, checking pointers point backwards.
-fn skip_name(p: &[u8], mut i: usize) -> Option<usize> {
+/// Skip a possibly compressed name; returns the offset just past it in place.
+///
+/// Pointers are followed (reading, not copying) so that the whole name is
+/// checked: every pointer must point before the start of the run of labels
+/// it ends, which rules out loops (the runs move strictly backwards), and the
+/// name must fit in 255 octets (RFC 1035 §3.1, §4.1.4).
+fn skip_name(p: &[u8], start: usize) -> Option<usize> {
+    let mut i = start;
+    // Start of the current run of labels, and where the name ends in place.
+    let mut run = start;
+    let mut end = None;
     let mut total = 0usize;
     loop {
         let l = *p.get(i)?;
         match l & 0xC0 {
             0x00 => {
-                if l == 0 {
-                    return Some(i + 1);
-                }
                 total += l as usize + 1;
                 if total > MAX_NAME {
                     return None;
+                }
+                if l == 0 {
+                    return Some(end.unwrap_or(i + 1));
                 }
                 i += 1 + l as usize;
             }
             0xC0 => {
                 let ptr = (u16_at(p, i)? & 0x3FFF) as usize;
-                // A pointer must point to an earlier name: this also rules out loops.
-                if ptr >= i {
+                if ptr >= run {
                     return None;
                 }
-                return Some(i + 2);
+                end.get_or_insert(i + 2);
+                run = ptr;
+                i = ptr;
             }
             _ => return None,
         }
@@ -446,5 +456,92 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn skip_name_follows_pointers_backwards_only() {
+        // "x" at 2, then a pointer back to it: a loop, though it points back.
+        let p = b"\x00\x00\x01x\xc0\x02";
+        assert_eq!(skip_name(p, 2), None);
+        // A pointer to itself, and one forward.
+        assert_eq!(skip_name(b"\xc0\x00", 0), None);
+        assert_eq!(skip_name(b"\xc0\x02\x00", 0), None);
+        // A proper suffix: "a" + pointer to "b." at 0.
+        let p = b"\x01b\x00\x01a\xc0\x00";
+        assert_eq!(skip_name(p, 3), Some(7));
+        // Through two pointers, each further back.
+        let p = b"\x01c\x00\x01b\xc0\x00\x01a\xc0\x03";
+        assert_eq!(skip_name(p, 7), Some(11));
+        // 255 octets in all is the limit, pointers included.
+        let mut p = vec![63u8; 1];
+        p.extend([b'a'; 63]);
+        p.extend([63u8]);
+        p.extend([b'a'; 63]);
+        p.extend([63u8]);
+        p.extend([b'a'; 63]);
+        p.extend([61u8]);
+        p.extend([b'a'; 61]);
+        p.push(0);
+        assert_eq!(p.len(), 255);
+        assert_eq!(skip_name(&p, 0), Some(255));
+        let at = p.len();
+        p.extend([1, b'b', 0xc0, 0]);
+        assert_eq!(skip_name(&p, at), None, "257 octets through a pointer");
+    }
+
+    fn header(flags: u16, qd: u16, ar: u16) -> Vec<u8> {
+        let mut v = vec![0x12, 0x34];
+        v.extend_from_slice(&flags.to_be_bytes());
+        v.extend_from_slice(&qd.to_be_bytes());
+        v.extend_from_slice(&[0, 0, 0, 0]);
+        v.extend_from_slice(&ar.to_be_bytes());
+        v
+    }
+
+    const OPT: &[u8] = b"\x00\x00\x29\x04\xd0\x00\x00\x80\x00\x00\x00";
+
+    #[test]
+    fn qdcount_other_than_one_keeps_the_opt() {
+        let mut out = Query {
+            id: 0,
+            flags: 0,
+            qname: WireName::default(),
+            qtype: 0,
+            qclass: 0,
+            question_end: 0,
+            edns: None,
+        };
+        let mut p = header(0, 0, 1);
+        p.extend_from_slice(OPT);
+        let Err(Reject::FormErr {
+            question_end: None,
+            edns: Some(e),
+        }) = parse_query(&p, &mut out)
+        else {
+            panic!("QDCOUNT 0 with an OPT")
+        };
+        assert_eq!((e.udp_size, e.dnssec_ok), (1232, true));
+        // Two questions, then the OPT.
+        let mut p = header(0, 2, 1);
+        p.extend_from_slice(b"\x01a\x00\x00\x01\x00\x01\xc0\x0c\x00\x01\x00\x01");
+        p.extend_from_slice(OPT);
+        assert!(matches!(
+            parse_query(&p, &mut out),
+            Err(Reject::FormErr {
+                question_end: None,
+                edns: Some(_)
+            })
+        ));
+        // An unknown opcode: NOTIMP whatever QDCOUNT says.
+        let mut p = header(6 << 11, 0, 1);
+        p.extend_from_slice(OPT);
+        assert!(matches!(
+            parse_query(&p, &mut out),
+            Err(Reject::NotImp { edns: Some(_) })
+        ));
+        assert_eq!(
+            parse_query(&header(2 << 11, 0, 0), &mut out),
+            Err(Reject::NotImp { edns: None })
+        );
     }
 }

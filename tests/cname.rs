@@ -68,7 +68,10 @@ fn chain_to_nxdomain() {
     let r = s.dig(&Q::new("dangling.cname.test.", RecordType::A));
     assert_eq!(r.rcode(), NXDOMAIN);
     assert_eq!(r.flags(), "qr aa");
-    assert_eq!(r.answer(), ["dangling.cname.test. 3600 IN CNAME missing.cname.test."]);
+    assert_eq!(
+        r.answer(),
+        ["dangling.cname.test. 3600 IN CNAME missing.cname.test."]
+    );
     assert_eq!(r.authority(), [SOA]);
 }
 
@@ -78,7 +81,10 @@ fn chain_to_nodata() {
     let r = s.dig(&Q::new("nodata.cname.test.", RecordType::A));
     assert_eq!(r.rcode(), NOERROR);
     assert_eq!(r.flags(), "qr aa");
-    assert_eq!(r.answer(), ["nodata.cname.test. 3600 IN CNAME txtonly.cname.test."]);
+    assert_eq!(
+        r.answer(),
+        ["nodata.cname.test. 3600 IN CNAME txtonly.cname.test."]
+    );
     assert_eq!(r.authority(), [SOA]);
     // The type the target does have is followed to.
     let r = s.dig(&Q::new("nodata.cname.test.", RecordType::TXT));
@@ -98,7 +104,10 @@ fn chain_leaving_the_zone() {
     let s = server();
     let r = s.dig(&Q::new("out.cname.test.", RecordType::A));
     assert_eq!((r.rcode(), r.flags().as_str()), (NOERROR, "qr aa"));
-    assert_eq!(r.answer(), ["out.cname.test. 3600 IN CNAME www.example.net."]);
+    assert_eq!(
+        r.answer(),
+        ["out.cname.test. 3600 IN CNAME www.example.net."]
+    );
     assert!(r.authority().is_empty());
     assert!(r.additional().is_empty());
 }
@@ -108,7 +117,10 @@ fn chain_into_another_served_zone_stops_at_the_cname() {
     let s = server();
     let r = s.dig(&Q::new("elsewhere.cname.test.", RecordType::A));
     assert_eq!((r.rcode(), r.flags().as_str()), (NOERROR, "qr aa"));
-    assert_eq!(r.answer(), ["elsewhere.cname.test. 3600 IN CNAME www.other.test."]);
+    assert_eq!(
+        r.answer(),
+        ["elsewhere.cname.test. 3600 IN CNAME www.other.test."]
+    );
     assert!(r.authority().is_empty());
 }
 
@@ -123,7 +135,10 @@ fn chain_into_a_delegation_is_well_formed() {
     ] {
         let r = s.dig(&q);
         assert_eq!((r.rcode(), r.flags().as_str()), (NOERROR, "qr aa"));
-        assert_eq!(r.answer(), ["intodeleg.cname.test. 3600 IN CNAME host.deleg.cname.test."]);
+        assert_eq!(
+            r.answer(),
+            ["intodeleg.cname.test. 3600 IN CNAME host.deleg.cname.test."]
+        );
         assert!(r.authority().is_empty(), "{:?}", r.authority());
         assert!(r.additional().is_empty(), "{:?}", r.additional());
         assert_eq!(r.opt().is_some(), q.edns.is_some());
@@ -161,7 +176,10 @@ fn loop_terminates() {
     );
     let r = s.dig(&Q::new("self.cname.test.", RecordType::A));
     assert_eq!(r.rcode(), NOERROR);
-    assert_eq!(r.answer(), ["self.cname.test. 3600 IN CNAME self.cname.test."]);
+    assert_eq!(
+        r.answer(),
+        ["self.cname.test. 3600 IN CNAME self.cname.test."]
+    );
     // Still serving, over TCP too.
     let r = s.dig_tcp(&Q::new("loop2.cname.test.", RecordType::AAAA));
     assert_eq!(r.answer().len(), 2);
@@ -205,7 +223,10 @@ fn qtype_cname_returns_the_cname_itself() {
     // ... and a dangling one is still answered (NOERROR: the CNAME exists).
     let r = s.dig(&Q::new("dangling.cname.test.", RecordType::CNAME));
     assert_eq!(r.rcode(), NOERROR);
-    assert_eq!(r.answer(), ["dangling.cname.test. 3600 IN CNAME missing.cname.test."]);
+    assert_eq!(
+        r.answer(),
+        ["dangling.cname.test. 3600 IN CNAME missing.cname.test."]
+    );
     // qtype CNAME at a name without one: NODATA.
     let r = s.dig(&Q::new("www.cname.test.", RecordType::CNAME));
     assert_eq!(r.rcode(), NOERROR);

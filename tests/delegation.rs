@@ -47,7 +47,12 @@ fn referral_at_the_cut() {
 fn referral_below_the_cut() {
     let s = server();
     for name in ["www.child.parent.test.", "a.b.c.child.parent.test."] {
-        for t in [RecordType::A, RecordType::AAAA, RecordType::MX, RecordType::TXT] {
+        for t in [
+            RecordType::A,
+            RecordType::AAAA,
+            RecordType::MX,
+            RecordType::TXT,
+        ] {
             assert_child_referral(&s.dig(&Q::new(name, t)));
         }
     }
@@ -99,8 +104,14 @@ fn cut_below_an_empty_non_terminal() {
     let s = server();
     let r = s.dig(&Q::new("x.sub.deep.parent.test.", RecordType::A));
     assert_eq!((r.rcode(), r.flags().as_str()), (NOERROR, "qr"));
-    assert_eq!(r.authority(), ["sub.deep.parent.test. 600 IN NS ns.sub.deep.parent.test."]);
-    assert_eq!(r.additional(), ["ns.sub.deep.parent.test. 3600 IN A 192.0.2.20"]);
+    assert_eq!(
+        r.authority(),
+        ["sub.deep.parent.test. 600 IN NS ns.sub.deep.parent.test."]
+    );
+    assert_eq!(
+        r.additional(),
+        ["ns.sub.deep.parent.test. 3600 IN A 192.0.2.20"]
+    );
     // The empty non-terminal above the cut is ours: NODATA, AA.
     let r = s.dig(&Q::new("deep.parent.test.", RecordType::A));
     assert_eq!((r.rcode(), r.flags().as_str()), (NOERROR, "qr aa"));

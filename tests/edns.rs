@@ -14,19 +14,50 @@ const CH: u16 = 3;
 
 /// `dig +edns=0 +bufsize=SIZE`: a query with a plain OPT.
 fn edns_query(id: u16, flags: u16, name: &str, qtype: u16, qclass: u16) -> Vec<u8> {
-    with_additional(raw_query(id, flags, name, qtype, qclass), &opt_rr(1232, 0, 0, 0, &[]))
+    with_additional(
+        raw_query(id, flags, name, qtype, qclass),
+        &opt_rr(1232, 0, 0, 0, &[]),
+    )
 }
 
 /// Queries covering every rcode: (what, query without OPT, expected rcode).
 fn every_rcode() -> Vec<(&'static str, Vec<u8>, u8)> {
     vec![
-        ("NOERROR", raw_query(1, 0, "www.example.test", A, IN), NOERROR),
-        ("NODATA", raw_query(2, 0, "mail.example.test", 28, IN), NOERROR),
-        ("NXDOMAIN", raw_query(3, 0, "nope.example.test", A, IN), NXDOMAIN),
-        ("REFUSED (zone)", raw_query(4, 0, "www.example.org", A, IN), REFUSED),
-        ("REFUSED (class)", raw_query(5, 0, "www.example.test", A, CH), REFUSED),
-        ("REFUSED (AXFR)", raw_query(6, 0, "example.test", AXFR, IN), REFUSED),
-        ("NOTIMP", raw_query(7, 2 << 11, "www.example.test", A, IN), NOTIMP),
+        (
+            "NOERROR",
+            raw_query(1, 0, "www.example.test", A, IN),
+            NOERROR,
+        ),
+        (
+            "NODATA",
+            raw_query(2, 0, "mail.example.test", 28, IN),
+            NOERROR,
+        ),
+        (
+            "NXDOMAIN",
+            raw_query(3, 0, "nope.example.test", A, IN),
+            NXDOMAIN,
+        ),
+        (
+            "REFUSED (zone)",
+            raw_query(4, 0, "www.example.org", A, IN),
+            REFUSED,
+        ),
+        (
+            "REFUSED (class)",
+            raw_query(5, 0, "www.example.test", A, CH),
+            REFUSED,
+        ),
+        (
+            "REFUSED (AXFR)",
+            raw_query(6, 0, "example.test", AXFR, IN),
+            REFUSED,
+        ),
+        (
+            "NOTIMP",
+            raw_query(7, 2 << 11, "www.example.test", A, IN),
+            NOTIMP,
+        ),
     ]
 }
 
@@ -36,7 +67,10 @@ fn no_opt_without_edns() {
     for (what, q, rcode) in every_rcode() {
         let r = s.ask(&q);
         assert_eq!(r.rcode(), rcode, "{what}");
-        assert!(r.opt().is_none(), "{what}: OPT in the answer to a query without one");
+        assert!(
+            r.opt().is_none(),
+            "{what}: OPT in the answer to a query without one"
+        );
     }
 }
 
@@ -63,7 +97,10 @@ fn formerr_keeps_the_opt() {
     q.extend_from_slice(b"junk");
     let r = s.ask(&q);
     assert_eq!(r.rcode(), FORMERR);
-    assert!(r.opt().is_some(), "FORMERR for a query with an OPT lacks the OPT");
+    assert!(
+        r.opt().is_some(),
+        "FORMERR for a query with an OPT lacks the OPT"
+    );
     // QDCOUNT 0 with an OPT.
     let mut q = raw_query(2, 0, "x", A, IN);
     q.truncate(12);
@@ -72,7 +109,10 @@ fn formerr_keeps_the_opt() {
     let r = s.ask(&q);
     assert_eq!(r.rcode(), FORMERR);
     assert_eq!(r.hdr().qd, 0);
-    assert!(r.opt().is_some(), "FORMERR (QDCOUNT 0) for a query with an OPT lacks the OPT");
+    assert!(
+        r.opt().is_some(),
+        "FORMERR (QDCOUNT 0) for a query with an OPT lacks the OPT"
+    );
     // The same without an OPT: none back.
     let mut q = raw_query(3, 0, "x", A, IN);
     q.truncate(12);
@@ -143,7 +183,10 @@ fn unknown_options_are_ignored() {
     assert_eq!((r.rcode(), r.flags().as_str()), (NOERROR, "qr aa"));
     assert_eq!(addrs(&r.msg), ["192.0.2.1"]);
     let (_, _, rdata) = r.opt().unwrap();
-    assert!(rdata.is_empty(), "unknown options are not echoed: {rdata:?}");
+    assert!(
+        rdata.is_empty(),
+        "unknown options are not echoed: {rdata:?}"
+    );
 }
 
 #[test]
@@ -192,7 +235,10 @@ fn do_bit_is_copied() {
     let s = Server::example();
     for (flags, want) in [(0x8000u16, 0x8000u32), (0, 0), (0xFFFF, 0x8000)] {
         for name in ["www.example.test", "nope.example.test"] {
-            let q = with_additional(raw_query(9, 0, name, A, IN), &opt_rr(1232, 0, 0, flags, &[]));
+            let q = with_additional(
+                raw_query(9, 0, name, A, IN),
+                &opt_rr(1232, 0, 0, flags, &[]),
+            );
             let r = s.ask(&q);
             assert_eq!(r.opt().unwrap().1 & 0xFFFF, want, "{name} flags {flags:#x}");
         }

@@ -25,11 +25,20 @@ const CLASS_ANY: u16 = 255;
 fn name_in_no_served_zone_is_refused() {
     // dig www.example.org: not ours, REFUSED, AA clear, nothing in the sections.
     let s = Server::example();
-    for name in ["www.example.org.", "test.", "example.", "xexample.test.", "."] {
+    for name in [
+        "www.example.org.",
+        "test.",
+        "example.",
+        "xexample.test.",
+        ".",
+    ] {
         let r = s.dig(&Q::new(name, RecordType::A));
         assert_eq!(r.rcode(), REFUSED, "{name}");
         assert_eq!(r.flags(), "qr", "{name}");
-        assert_eq!((r.hdr().qd, r.hdr().an, r.hdr().ns, r.hdr().ar), (1, 0, 0, 0));
+        assert_eq!(
+            (r.hdr().qd, r.hdr().an, r.hdr().ns, r.hdr().ar),
+            (1, 0, 0, 0)
+        );
     }
 }
 
@@ -43,7 +52,10 @@ fn qdcount_zero_is_formerr() {
     assert_eq!(r.rcode(), FORMERR);
     assert_eq!(r.hdr().id, 0x0A0A);
     assert_eq!(r.flags(), "qr rd");
-    assert_eq!((r.hdr().qd, r.hdr().an, r.hdr().ns, r.hdr().ar), (0, 0, 0, 0));
+    assert_eq!(
+        (r.hdr().qd, r.hdr().an, r.hdr().ns, r.hdr().ar),
+        (0, 0, 0, 0)
+    );
 }
 
 #[test]
@@ -152,11 +164,16 @@ fn any_gets_one_rrset() {
     let s = Server::example();
     for name in ["example.test", "www.example.test", "ns1.example.test"] {
         let r = s.ask(&raw_query(0x0F0F, 0, name, ANY, IN));
-        assert_eq!((r.rcode(), r.flags().as_str()), (NOERROR, "qr aa"), "{name}");
+        assert_eq!(
+            (r.rcode(), r.flags().as_str()),
+            (NOERROR, "qr aa"),
+            "{name}"
+        );
         let a = &r.wire.answer;
         assert!(!a.is_empty(), "{name}: empty ANY answer");
         assert!(
-            a.iter().all(|x| x.rtype == a[0].rtype && x.owner == a[0].owner),
+            a.iter()
+                .all(|x| x.rtype == a[0].rtype && x.owner == a[0].owner),
             "{name}: more than one RRset: {:?}",
             r.answer()
         );

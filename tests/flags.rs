@@ -28,7 +28,10 @@ fn aa_set_on_negative_answers() {
     let nx = s.dig(&Q::new("nope.example.test.", RecordType::A));
     assert_eq!((nx.rcode(), nx.flags().as_str()), (NXDOMAIN, "qr aa"));
     let nodata = s.dig(&Q::new("mail.example.test.", RecordType::AAAA));
-    assert_eq!((nodata.rcode(), nodata.flags().as_str()), (NOERROR, "qr aa"));
+    assert_eq!(
+        (nodata.rcode(), nodata.flags().as_str()),
+        (NOERROR, "qr aa")
+    );
     assert!(nodata.answer().is_empty());
 }
 
@@ -93,7 +96,11 @@ fn question_echoed_with_case_preserved() {
     let r = s.ask(&q);
     assert_eq!(r.rcode(), NOERROR);
     assert_eq!(r.hdr().qd, 1);
-    assert_eq!(r.wire.question, &q[12..], "question not echoed byte for byte");
+    assert_eq!(
+        r.wire.question,
+        &q[12..],
+        "question not echoed byte for byte"
+    );
     assert_eq!(r.msg.queries[0].name().to_string(), "WwW.ExAmPle.TEST.");
 }
 
@@ -105,20 +112,29 @@ fn matching_ignores_case() {
     assert_eq!(r.flags(), "qr aa");
     assert_eq!(r.wire.answer.len(), 1);
     // The owner is the question's name (a pointer to it) and the data is www's.
-    assert!(r.wire.answer[0].owner.eq_ignore_ascii_case("www.example.test."));
+    assert!(r.wire.answer[0]
+        .owner
+        .eq_ignore_ascii_case("www.example.test."));
     assert_eq!(addrs(&r.msg), ["192.0.2.1"]);
     // Upper case everywhere, other types, and a CNAME to follow.
     let r = s.dig(&Q::new("ALIAS.EXAMPLE.TEST.", RecordType::A));
     assert_eq!(addrs(&r.msg), ["192.0.2.1"]);
     let r = s.dig(&Q::new("Www.Example.Test.", RecordType::TXT));
     assert_eq!(r.answer().len(), 1);
-    assert!(r.answer()[0].ends_with("IN TXT static answer"), "{:?}", r.answer());
+    assert!(
+        r.answer()[0].ends_with("IN TXT static answer"),
+        "{:?}",
+        r.answer()
+    );
 }
 
 #[test]
 fn case_preserved_on_negative_and_refused() {
     let s = Server::example();
-    for (name, rcode) in [("NoPe.ExAmPle.TeSt", NXDOMAIN), ("WWW.Example.ORG", REFUSED)] {
+    for (name, rcode) in [
+        ("NoPe.ExAmPle.TeSt", NXDOMAIN),
+        ("WWW.Example.ORG", REFUSED),
+    ] {
         let q = raw_query(0x0102, 0, name, A, IN);
         let r = s.ask(&q);
         assert_eq!(r.rcode(), rcode);

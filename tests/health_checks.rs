@@ -37,10 +37,15 @@ fn stopped_backend_leaves_and_returns_after_rise() {
 
     // Stop b: it leaves after `fall` failed probes, not before.
     b.stop();
-    let took = wait_for(ms(5000), || ask(&s, "web.health.test.").addrs == set(&["127.0.0.11"]))
-        .expect("stopped backend never left the answers");
+    let took = wait_for(ms(5000), || {
+        ask(&s, "web.health.test.").addrs == set(&["127.0.0.11"])
+    })
+    .expect("stopped backend never left the answers");
     let bound = FALL * INTERVAL_MS + TIMEOUT_MS;
-    assert!(took <= ms(bound + SLACK_MS), "left after {took:?}, bound {bound} ms");
+    assert!(
+        took <= ms(bound + SLACK_MS),
+        "left after {took:?}, bound {bound} ms"
+    );
     assert!(
         took >= ms((FALL - 1) * INTERVAL_MS * 8 / 10),
         "left after {took:?}: fewer than {FALL} failures in a row?"
@@ -51,7 +56,13 @@ fn stopped_backend_leaves_and_returns_after_rise() {
     assert_eq!(st["state"], "down");
     assert_eq!(st["last_result"], "fail");
     assert!(st["reason"].as_str().unwrap().contains("connect"), "{st}");
-    assert!(st["change_reason"].as_str().unwrap().contains("3 failures in a row"), "{st}");
+    assert!(
+        st["change_reason"]
+            .as_str()
+            .unwrap()
+            .contains("3 failures in a row"),
+        "{st}"
+    );
     assert!(s.wait_log("is now down", ms(2000)), "transition not logged");
 
     // Restart b: it returns after `rise` successes in a row.
@@ -61,7 +72,10 @@ fn stopped_backend_leaves_and_returns_after_rise() {
         .map(|_| t0.elapsed())
         .expect("restarted backend never returned");
     let bound = RISE * INTERVAL_MS + TIMEOUT_MS;
-    assert!(took <= ms(bound + SLACK_MS), "returned after {took:?}, bound {bound} ms");
+    assert!(
+        took <= ms(bound + SLACK_MS),
+        "returned after {took:?}, bound {bound} ms"
+    );
     assert!(
         took >= ms((RISE - 1) * INTERVAL_MS * 8 / 10),
         "returned after {took:?}: fewer than {RISE} successes in a row?"
@@ -69,7 +83,13 @@ fn stopped_backend_leaves_and_returns_after_rise() {
     assert_eq!(ask(&s, "web.health.test.").ttls, vec![60, 60]);
     let st = member_status(api, "web", "127.0.0.12");
     assert_eq!(st["state"], "up");
-    assert!(st["change_reason"].as_str().unwrap().contains("2 successes in a row"), "{st}");
+    assert!(
+        st["change_reason"]
+            .as_str()
+            .unwrap()
+            .contains("2 successes in a row"),
+        "{st}"
+    );
     assert!(s.wait_log("is now up", ms(2000)));
 }
 
@@ -96,8 +116,8 @@ fn flapping_backend_below_fall_never_leaves() {
     let t0 = Instant::now();
     let mut worst = 0;
     while t0.elapsed() < ms(3000) {
-        assert_eq!(ask(&s, "flap.health.test.").addrs, set(&["127.0.0.13"]));
         let st = member_status(api, "web", "127.0.0.13");
+        assert_eq!(ask(&s, "flap.health.test.").addrs, set(&["127.0.0.13"]), "{st}");
         assert_ne!(st["state"], "down", "{st}");
         worst = worst.max(st["consecutive_fail"].as_u64().unwrap());
         std::thread::sleep(ms(25));
@@ -105,7 +125,10 @@ fn flapping_backend_below_fall_never_leaves() {
     let st = member_status(api, "web", "127.0.0.13");
     assert!(flappy.hits() >= 9, "only {} probes", flappy.hits());
     assert!(st["failures"].as_u64().unwrap() >= 5, "{st}");
-    assert_eq!(worst, 2, "the backend failed {worst} times in a row at most");
+    assert_eq!(
+        worst, 2,
+        "the backend failed {worst} times in a row at most"
+    );
 }
 
 #[test]
@@ -164,17 +187,29 @@ fn http_status_path_host_and_body() {
         ask(&s, "http.health.test.").addrs,
         status(api)
     );
-    let reason = |ip: &str| member_status(api, "web", ip)["reason"].as_str().unwrap().to_string();
+    let reason = |ip: &str| {
+        member_status(api, "web", ip)["reason"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
     assert_eq!(reason("127.0.0.21"), "HTTP 200, body matched");
     assert_eq!(reason("127.0.0.22"), "HTTP 503, expected 200");
-    assert_eq!(reason("127.0.0.23"), "HTTP 200, body does not contain \"ok\"");
+    assert_eq!(
+        reason("127.0.0.23"),
+        "HTTP 200, body does not contain \"ok\""
+    );
     assert_eq!(reason("127.0.0.24"), "HTTP 204");
     assert_eq!(reason("127.0.0.25"), "HTTP 404, expected 200-399");
     assert_eq!(reason("127.0.0.26"), "HTTP 421, expected 200-399");
     assert_eq!(reason("127.0.0.27"), "HTTP 200, body matched");
     for ip in ["127.0.0.22", "127.0.0.23", "127.0.0.25", "127.0.0.26"] {
         let st = member_status(api, "web", ip);
-        assert_eq!((st["state"].as_str(), st["up"].as_bool()), (Some("down"), Some(false)), "{st}");
+        assert_eq!(
+            (st["state"].as_str(), st["up"].as_bool()),
+            (Some("down"), Some(false)),
+            "{st}"
+        );
     }
 }
 
@@ -198,12 +233,22 @@ fn https_self_signed_needs_verification_off() {
     let st = member_status(api, "tls", "127.0.0.31");
     assert_eq!(st["state"], "down");
     let reason = st["reason"].as_str().unwrap();
-    assert!(reason.starts_with("tls:") && reason.contains("certificate"), "{reason}");
+    assert!(
+        reason.starts_with("tls:") && reason.contains("certificate"),
+        "{reason}"
+    );
     let st = member_status(api, "tls", "127.0.0.32");
-    assert_eq!((st["state"].as_str(), st["type"].as_str()), (Some("up"), Some("https")));
+    assert_eq!(
+        (st["state"].as_str(), st["type"].as_str()),
+        (Some("up"), Some("https"))
+    );
     assert_eq!(st["reason"], "HTTP 200, body matched");
-    assert_eq!(lax.hits() > 0, true);
-    assert_eq!(strict.hits(), 0, "no request may be sent over an unverified connection");
+    assert!(lax.hits() > 0);
+    assert_eq!(
+        strict.hits(),
+        0,
+        "no request may be sent over an unverified connection"
+    );
 }
 
 #[test]
@@ -227,7 +272,10 @@ fn unknown_counts_as_up_unless_configured() {
     let (s, api) = serve(&cfg);
     assert_eq!(ask(&s, "optimist.health.test.").addrs, set(&["127.0.0.41"]));
     let r = ask(&s, "pessimist.health.test.");
-    assert_eq!((r.rcode, r.addrs.len(), r.authority), (ResponseCode::NoError, 0, 1));
+    assert_eq!(
+        (r.rcode, r.addrs.len(), r.authority),
+        (ResponseCode::NoError, 0, 1)
+    );
     for pool in ["optimist", "pessimist"] {
         let st = member_status(api, pool, "127.0.0.41");
         assert_eq!(st["state"], "unknown", "{st}");
@@ -237,15 +285,70 @@ fn unknown_counts_as_up_unless_configured() {
     assert_eq!(member_status(api, "optimist", "127.0.0.41")["up"], true);
     assert_eq!(member_status(api, "pessimist", "127.0.0.41")["up"], false);
     // The first probe times out: down, for both.
-    assert!(wait_for(ms(4000), || ask(&s, "optimist.health.test.").addrs.is_empty()).is_some());
+    assert!(wait_for(ms(4000), || ask(&s, "optimist.health.test.")
+        .addrs
+        .is_empty())
+    .is_some());
     let st = member_status(api, "optimist", "127.0.0.41");
     assert_eq!(st["state"], "down");
     assert_eq!(st["reason"], "timeout after 1500 ms");
-    assert!(st["change_reason"].as_str().unwrap().starts_with("first check"), "{st}");
+    assert!(
+        st["change_reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("first check"),
+        "{st}"
+    );
+}
+
+#[test]
+fn ipv6_member_on_loopback() {
+    let mut v6 = Backend::http(
+        "::1",
+        handler(|r| {
+            // The default Host is the bracketed address with the port.
+            if r.host.starts_with("[::1]:") {
+                Reply::Status(200, "ok".into())
+            } else {
+                Reply::Status(400, "bad host".into())
+            }
+        }),
+    );
+    let v4 = Backend::ok("127.0.0.14");
+    let body = format!(
+        "{}\n[pool.dual]\ncheck = \"web\"\nmembers = [{}, {}]\n\n[name.\"dual.health.test\"]\npool = \"dual\"\nwhen_all_down = \"empty\"\n",
+        check_table("web", "http", "expect_body = \"ok\""),
+        member(&v4, None),
+        member(&v6, None)
+    );
+    let (_dir, cfg) = setup("ipv6", &body);
+    let (s, api) = serve(&cfg);
+    settle(api);
+    let aaaa = |s: &Server| {
+        ask_q(
+            s,
+            &Q::new("dual.health.test.", hickory_proto::rr::RecordType::AAAA),
+        )
+    };
+    assert_eq!(aaaa(&s).addrs, set(&["::1"]));
+    let st = member_status(api, "dual", "::1");
+    assert_eq!(
+        (st["state"].as_str(), st["port"].as_u64()),
+        (Some("up"), Some(v6.port() as u64))
+    );
+    v6.stop();
+    assert!(wait_for(ms(3000), || aaaa(&s).addrs.is_empty()).is_some());
+    // The IPv4 family is its own pool as far as health goes.
+    assert_eq!(ask(&s, "dual.health.test.").addrs, set(&["127.0.0.14"]));
+    assert!(s.wait_log("[::1]:", ms(1000)));
 }
 
 #[test]
 fn example_config_is_valid() {
-    let (code, out, err) = run(&["check", "--config", root().join("zones/health-example.toml").to_str().unwrap()]);
+    let (code, out, err) = run(&[
+        "check",
+        "--config",
+        root().join("zones/health-example.toml").to_str().unwrap(),
+    ]);
     assert_eq!(code, 0, "{out}{err}");
 }

@@ -8,7 +8,6 @@ mod health_support;
 
 use std::net::Ipv4Addr;
 
-use common::*;
 use health_support::*;
 use hickory_proto::op::ResponseCode;
 
@@ -16,14 +15,26 @@ use hickory_proto::op::ResponseCode;
 fn block_samples(base: Ipv4Addr, len: u8) -> Vec<Ipv4Addr> {
     let b = u32::from(base);
     let size: u64 = 1u64 << (32 - len as u32);
-    [0, size - 1, size / 2, size / 3, size / 7 * 5, 12345 % size, size - 256.min(size)]
-        .iter()
-        .map(|&off| Ipv4Addr::from(b + off as u32))
-        .collect()
+    [
+        0,
+        size - 1,
+        size / 2,
+        size / 3,
+        size / 7 * 5,
+        12345 % size,
+        size - 256.min(size),
+    ]
+    .iter()
+    .map(|&off| Ipv4Addr::from(b + off as u32))
+    .collect()
 }
 
 fn block_of(a: Ipv4Addr, len: u8) -> Ipv4Addr {
-    let mask = if len == 0 { 0 } else { u32::MAX << (32 - len as u32) };
+    let mask = if len == 0 {
+        0
+    } else {
+        u32::MAX << (32 - len as u32)
+    };
     Ipv4Addr::from(u32::from(a) & mask)
 }
 
@@ -35,7 +46,7 @@ fn geo_failover_keeps_the_scope_block() {
     let body = format!(
         "{}\n[pool.primary]\ncheck = \"tcp\"\nmembers = [{}, {}]\n\n[pool.backup]\ncheck = \"tcp\"\nmembers = [{}]\n\n\
          [name.\"geo.health.test\"]\nmode = \"all\"\nttl = 60\ndegraded_ttl = 7\n\n\
-         [name.\"geo.health.test\".geo]\nnets = {{ \"10.0.0.0/8\" = [\"primary\", \"backup\"] }}\ndefault = [\"backup\", \"primary\"]\n",
+         [name.\"geo.health.test\".geo]\nnets = {{ \"20.0.0.0/8\" = [\"primary\", \"backup\"] }}\ndefault = [\"backup\", \"primary\"]\n",
         check_table("tcp", "tcp", ""),
         member(&p1, None),
         member(&p2, None),
@@ -45,40 +56,61 @@ fn geo_failover_keeps_the_scope_block() {
     let (s, api) = serve(&cfg);
     settle(api);
     let name = "geo.health.test.";
-    let client = "10.1.2.3/32";
+    let client = "20.1.2.3/32";
     let before = ask_ecs(&s, name, client);
     assert_eq!(before.addrs, set(&["127.0.0.51", "127.0.0.52"]));
     assert_eq!(before.ttls, vec![60, 60]);
+    // The decision block of 20.1.2.3 is the rule's 20.0.0.0/8. (Clients in
+    // special ranges such as 10/8 are decided on the resolver, RFC 7871 §10,
+    // so the test uses public-looking subnets; no traffic goes there.)
     let scope = before.scope.expect("ECS scope");
-    let block = block_of("10.1.2.3".parse().unwrap(), scope);
+    assert_eq!(scope, 8);
+    let block = block_of("20.1.2.3".parse().unwrap(), scope);
     let samples = block_samples(block, scope);
     // Every address of the block gets the same answer and scope.
     let check_block = |want: &Ans| {
         for a in &samples {
             let r = ask_ecs(&s, name, &format!("{a}/32"));
-            assert_eq!((&r.addrs, &r.ttls, r.scope), (&want.addrs, &want.ttls, want.scope), "client {a}");
+            assert_eq!(
+                (&r.addrs, &r.ttls, r.scope),
+                (&want.addrs, &want.ttls, want.scope),
+                "client {a}"
+            );
         }
     };
     check_block(&before);
     // Outside the block: the default list, whose first pool is backup.
-    let other = ask_ecs(&s, name, "192.0.2.1/32");
-    assert_eq!((other.addrs.clone(), other.ttls.clone()), (set(&["127.0.0.53"]), vec![60]));
+    let other = ask_ecs(&s, name, "30.1.2.3/32");
+    assert_eq!(
+        (other.addrs.clone(), other.ttls.clone()),
+        (set(&["127.0.0.53"]), vec![60])
+    );
 
     // One primary member down: still primary, degraded TTL, same scope.
     p2.stop();
-    assert!(wait_for(ms(3000), || ask_ecs(&s, name, client).addrs == set(&["127.0.0.51"])).is_some());
+    assert!(wait_for(ms(3000), || ask_ecs(&s, name, client).addrs
+        == set(&["127.0.0.51"]))
+    .is_some());
     let partial = ask_ecs(&s, name, client);
-    assert_eq!((partial.ttls.clone(), partial.scope), (vec![7], Some(scope)));
+    assert_eq!(
+        (partial.ttls.clone(), partial.scope),
+        (vec![7], Some(scope))
+    );
     check_block(&partial);
 
     // Both down: failover to backup, degraded TTL, the same block and scope.
     p1.stop();
-    assert!(wait_for(ms(3000), || ask_ecs(&s, name, client).addrs == set(&["127.0.0.53"])).is_some());
+    assert!(wait_for(ms(3000), || ask_ecs(&s, name, client).addrs
+        == set(&["127.0.0.53"]))
+    .is_some());
     let failed_over = ask_ecs(&s, name, client);
-    assert_eq!((failed_over.ttls.clone(), failed_over.scope), (vec![7], Some(scope)));
+    assert_eq!(
+        (failed_over.ttls.clone(), failed_over.scope),
+        (vec![7], Some(scope))
+    );
     check_block(&failed_over);
     // The clients whose first choice is backup are not degraded.
-    assert_eq!(ask_ecs(&s, name, "192.0.2.1/32"), other);
+    assert_eq!(ask_ecs(&s, name, "30.1.2.3/32"), other);
     let st = status(api);
     let primary_v4 = st["pools"]
         .as_array()
@@ -87,7 +119,13 @@ fn geo_failover_keeps_the_scope_block() {
         .find(|p| p["pool"] == "primary")
         .unwrap()
         .clone();
-    assert_eq!((primary_v4["up"].as_bool(), primary_v4["up_members"].as_u64()), (Some(false), Some(0)));
+    assert_eq!(
+        (
+            primary_v4["up"].as_bool(),
+            primary_v4["up_members"].as_u64()
+        ),
+        (Some(false), Some(0))
+    );
 
     // Back: primary answers again with the full TTL, same scope.
     p1.restart();
@@ -98,7 +136,9 @@ fn geo_failover_keeps_the_scope_block() {
 
 #[test]
 fn min_up_fraction_and_count() {
-    let mut m: Vec<Backend> = (71..=74).map(|i| Backend::ok(&format!("127.0.0.{i}"))).collect();
+    let mut m: Vec<Backend> = (71..=74)
+        .map(|i| Backend::ok(&format!("127.0.0.{i}")))
+        .collect();
     let spare = Backend::ok("127.0.0.75");
     let members: Vec<String> = m.iter().map(|b| member(b, None)).collect();
     let body = format!(
@@ -116,7 +156,9 @@ fn min_up_fraction_and_count() {
     settle(api);
     m[0].stop();
     let three_left = set(&["127.0.0.72", "127.0.0.73", "127.0.0.74"]);
-    assert!(wait_for(ms(3000), || ask(&s, "half.health.test.").addrs == three_left).is_some());
+    assert!(wait_for(ms(3000), || ask(&s, "half.health.test.").addrs
+        == three_left)
+    .is_some());
     // 3 of 4 up: both pools still answer, with the degraded TTL.
     assert_eq!(ask(&s, "three.health.test.").addrs, three_left);
     assert_eq!(ask(&s, "three.health.test.").ttls, vec![3; 3]);
@@ -127,7 +169,9 @@ fn min_up_fraction_and_count() {
     assert_eq!(ask(&s, "three.health.test.").addrs, set(&["127.0.0.75"]));
     assert_eq!(ask(&s, "three.health.test.").ttls, vec![3]);
     m[2].stop();
-    assert!(wait_for(ms(3000), || ask(&s, "half.health.test.").addrs == set(&["127.0.0.75"])).is_some());
+    assert!(wait_for(ms(3000), || ask(&s, "half.health.test.").addrs
+        == set(&["127.0.0.75"]))
+    .is_some());
     assert_eq!(ask(&s, "half.health.test.").ttls, vec![3]);
 }
 
@@ -136,8 +180,14 @@ fn when_all_down_policies() {
     let mut a = Backend::ok("127.0.0.61");
     let mut b = Backend::ok("127.0.0.62");
     let mut names = String::new();
-    for (n, policy) in [("fallback", "all"), ("empty", "empty"), ("fail", "servfail"), ("default", "")] {
-        names += &format!("[name.\"{n}.health.test\"]\npool = \"only\"\nttl = 60\ndegraded_ttl = 9\n");
+    for (n, policy) in [
+        ("fallback", "all"),
+        ("empty", "empty"),
+        ("fail", "servfail"),
+        ("default", ""),
+    ] {
+        names +=
+            &format!("[name.\"{n}.health.test\"]\npool = \"only\"\nttl = 60\ndegraded_ttl = 9\n");
         if !policy.is_empty() {
             names += &format!("when_all_down = \"{policy}\"\n");
         }
@@ -155,23 +205,36 @@ fn when_all_down_policies() {
     let both = set(&["127.0.0.61", "127.0.0.62"]);
     for n in ["fallback", "empty", "fail", "default"] {
         let r = ask(&s, &format!("{n}.health.test."));
-        assert_eq!((r.rcode, r.addrs, r.ttls), (ResponseCode::NoError, both.clone(), vec![60, 60]), "{n}");
+        assert_eq!(
+            (r.rcode, r.addrs, r.ttls),
+            (ResponseCode::NoError, both.clone(), vec![60, 60]),
+            "{n}"
+        );
     }
     a.stop();
     b.stop();
     assert!(
-        wait_for(ms(3000), || ask(&s, "fail.health.test.").rcode == ResponseCode::ServFail).is_some(),
+        wait_for(ms(3000), || ask(&s, "fail.health.test.").rcode
+            == ResponseCode::ServFail)
+        .is_some(),
         "{}",
         status(api)
     );
     // all (and the default): every member regardless of health, degraded TTL.
     for n in ["fallback", "default"] {
         let r = ask(&s, &format!("{n}.health.test."));
-        assert_eq!((r.rcode, r.addrs, r.ttls), (ResponseCode::NoError, both.clone(), vec![9, 9]), "{n}");
+        assert_eq!(
+            (r.rcode, r.addrs, r.ttls),
+            (ResponseCode::NoError, both.clone(), vec![9, 9]),
+            "{n}"
+        );
     }
     // empty: NODATA with the SOA.
     let r = ask(&s, "empty.health.test.");
-    assert_eq!((r.rcode, r.addrs.len(), r.authority), (ResponseCode::NoError, 0, 1));
+    assert_eq!(
+        (r.rcode, r.addrs.len(), r.authority),
+        (ResponseCode::NoError, 0, 1)
+    );
     // servfail: SERVFAIL with nothing.
     let r = ask(&s, "fail.health.test.");
     assert_eq!((r.rcode, r.addrs.len()), (ResponseCode::ServFail, 0));
@@ -192,5 +255,8 @@ fn when_all_down_policies() {
     let (code, _) = http(api, "POST", "/override/127.0.0.61?state=up");
     assert_eq!(code, 200);
     let r = ask(&s, "fail.health.test.");
-    assert_eq!((r.rcode, r.addrs, r.ttls), (ResponseCode::NoError, set(&["127.0.0.61"]), vec![9]));
+    assert_eq!(
+        (r.rcode, r.addrs, r.ttls),
+        (ResponseCode::NoError, set(&["127.0.0.61"]), vec![9])
+    );
 }

@@ -200,6 +200,12 @@ fn build_cases(m: &Meridian) -> (Vec<Case>, GroundTruth) {
     (cases, GroundTruth { map })
 }
 
+/// Leading bits two networks' addresses share.
+fn common_prefix(a: Net, b: Net) -> u32 {
+    let shift = if a.v6 { 0 } else { 96 };
+    ((a.addr << shift) ^ (b.addr << shift)).leading_zeros().min(a.bits() as u32)
+}
+
 /// One wrong answer, for the failure message.
 struct Wrong {
     line: String,
@@ -226,23 +232,24 @@ fn run_phase(
         let t = truth.get(c);
         let got: Answer = ask(r.addr, NAME, c.rtype(), Some(&c.client.to_string()), true);
         if got.rcode != 0 || got.addrs != t.addrs {
-            // Which earlier answer in this phase would explain it (a cache
-            // entry whose returned block holds this client)?
+            // Which earlier answer in this phase would explain it? The
+            // earlier client that got this answer from meridian and is
+            // nearest to this one (longest common prefix): most likely the
+            // cache entry the resolver reused.
             let culprit = order[..i]
                 .iter()
+                .enumerate()
                 .rev()
-                .find(|p| {
-                    let pt = truth.get(p);
-                    p.qtype == c.qtype
-                        && p.client.v6 == c.client.v6
-                        && pt.addrs == got.addrs
-                        && pt.block(p.upstream()).contains(c.client.addr)
+                .filter(|(_, p)| {
+                    p.qtype == c.qtype && p.client.v6 == c.client.v6 && truth.get(p).addrs == got.addrs
                 })
-                .map(|p| {
+                .max_by_key(|(j, p)| (common_prefix(p.client, c.client), *j))
+                .map(|(_, p)| {
                     format!(
-                        "; likely the cached answer of client {} (meridian scope /{})",
+                        "; likely the cached answer of client {} (meridian scope /{}, {} bits in common)",
                         p.client,
-                        truth.get(p).scope
+                        truth.get(p).scope,
+                        common_prefix(p.client, c.client)
                     )
                 })
                 .unwrap_or_default();

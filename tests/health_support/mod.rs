@@ -57,6 +57,10 @@ pub fn ok_handler() -> Handler {
     handler(|_| Reply::Status(200, "ok".into()))
 }
 
+fn any_port(ip: &str) -> SocketAddr {
+    SocketAddr::new(ip.parse().expect("a loopback address"), 0)
+}
+
 pub struct Backend {
     pub addr: SocketAddr,
     handler: Handler,
@@ -69,7 +73,7 @@ pub struct Backend {
 impl Backend {
     /// An HTTP backend on `ip` (a 127.x address) and a free port.
     pub fn http(ip: &str, h: Handler) -> Backend {
-        Backend::start(format!("{ip}:0").parse().unwrap(), h, None)
+        Backend::start(any_port(ip), h, None)
     }
 
     /// An HTTP backend answering 200 "ok" (also fine for tcp checks).
@@ -79,7 +83,7 @@ impl Backend {
 
     /// An HTTPS backend with `tls` (see `self_signed`).
     pub fn https(ip: &str, h: Handler, tls: Arc<rustls::ServerConfig>) -> Backend {
-        Backend::start(format!("{ip}:0").parse().unwrap(), h, Some(tls))
+        Backend::start(any_port(ip), h, Some(tls))
     }
 
     /// A backend that is not running: its address has a port nothing listens on.
@@ -89,7 +93,11 @@ impl Backend {
         b
     }
 
-    fn start(addr: SocketAddr, handler: Handler, tls: Option<Arc<rustls::ServerConfig>>) -> Backend {
+    fn start(
+        addr: SocketAddr,
+        handler: Handler,
+        tls: Option<Arc<rustls::ServerConfig>>,
+    ) -> Backend {
         let mut b = Backend {
             addr,
             handler,
@@ -125,7 +133,8 @@ impl Backend {
             while !stop.load(Ordering::Relaxed) {
                 match l.accept() {
                     Ok((s, _)) => {
-                        let (stop, hits, h, tls) = (stop.clone(), hits.clone(), h.clone(), tls.clone());
+                        let (stop, hits, h, tls) =
+                            (stop.clone(), hits.clone(), h.clone(), tls.clone());
                         std::thread::spawn(move || serve_conn(s, &h, tls, &hits, &stop));
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(5)),
@@ -180,7 +189,9 @@ fn serve_conn(
     match tls {
         None => exchange(s, h, hits, stop),
         Some(cfg) => {
-            let Ok(conn) = rustls::ServerConnection::new(cfg) else { return };
+            let Ok(conn) = rustls::ServerConnection::new(cfg) else {
+                return;
+            };
             exchange(rustls::StreamOwned::new(conn, s), h, hits, stop)
         }
     }
@@ -233,8 +244,9 @@ fn exchange<S: Read + Write>(mut s: S, h: &Handler, hits: &AtomicU64, stop: &Ato
 /// A rustls server config with a fresh self-signed certificate for
 /// 127.0.0.1 and localhost (rcgen, ring provider).
 pub fn self_signed() -> Arc<rustls::ServerConfig> {
-    let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string(), "localhost".to_string()])
-        .unwrap();
+    let ck =
+        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+            .unwrap();
     let cert = ck.cert.der().clone();
     let key = rustls::pki_types::PrivateKeyDer::Pkcs8(rustls::pki_types::PrivatePkcs8KeyDer::from(
         ck.signing_key.serialize_der(),
@@ -276,7 +288,11 @@ pub fn check_table(name: &str, kind: &str, extra: &str) -> String {
 /// A member table for `b`, checked on its port, optionally with its own check.
 pub fn member(b: &Backend, check: Option<&str>) -> String {
     match check {
-        Some(c) => format!("{{ address = \"{}\", port = {}, check = \"{c}\" }}", b.ip(), b.port()),
+        Some(c) => format!(
+            "{{ address = \"{}\", port = {}, check = \"{c}\" }}",
+            b.ip(),
+            b.port()
+        ),
         None => format!("{{ address = \"{}\", port = {} }}", b.ip(), b.port()),
     }
 }
@@ -305,7 +321,11 @@ pub fn http(addr: SocketAddr, method: &str, target: &str) -> (u16, String) {
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
-    let body = out.split_once("\r\n\r\n").map(|x| x.1).unwrap_or("").to_string();
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|x| x.1)
+        .unwrap_or("")
+        .to_string();
     (code, body)
 }
 
@@ -335,8 +355,13 @@ pub fn metrics(api: SocketAddr) -> String {
 
 /// The value of the sample whose name and labels are exactly `series`.
 pub fn metric(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
+    text.lines().find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
 }
 
 /// What a query got: rcode, the addresses (sorted), their TTLs, the ECS

@@ -15,6 +15,8 @@
 #   SUBNETS=10000 SEED=1                geo-ecs query file
 #   QUIET_PCT=15                        wait (up to 30 s) until other load is below this
 #                                       (% of one CPU) before each run
+#   DIRTY_PCT=10 RETRIES=2              redo a run when other processes used more than
+#                                       DIRTY_PCT % of a CPU during it (column oth%)
 #   CONFIG=zones/meridian.toml  MERIDIAN=target/release/meridian
 #   LOADGEN=target/release/meridian-loadgen   OUT=  directory to keep raw outputs
 #
@@ -36,6 +38,8 @@ CLIENT_CPU=${CLIENT_CPU:-0}
 SUBNETS=${SUBNETS:-10000}
 SEED=${SEED:-1}
 QUIET_PCT=${QUIET_PCT:-15}
+DIRTY_PCT=${DIRTY_PCT:-10}
+RETRIES=${RETRIES:-2}
 CONFIG=${CONFIG:-$ROOT/zones/meridian.toml}
 MERIDIAN=${MERIDIAN:-$ROOT/target/release/meridian}
 LOADGEN=${LOADGEN:-$ROOT/target/release/meridian-loadgen}
@@ -91,13 +95,17 @@ server_ticks() {
     echo $(( ${12} + ${13} ))
 }
 
-# Busy CPU time of the whole machine over 1 s, in % of one CPU.
+# Busy ticks of the whole machine: user + nice + system + irq. Softirq is left
+# out because our own loopback traffic is accounted there, steal because it is
+# the hypervisor's.
+machine_ticks() { awk '/^cpu /{print $2+$3+$4+$7; exit}' /proc/stat; }
+
+# Busy time of the whole machine over 1 s, in % of one CPU.
 busy_pct() {
-    local a b
-    a=$(awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $5+$6}' /proc/stat)
+    local a
+    a=$(machine_ticks)
     sleep 1
-    b=$(awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $5+$6}' /proc/stat)
-    awk -v a="$a" -v b="$b" -v hz="$CLK_TCK" 'BEGIN{split(a,x," ");split(b,y," ");printf "%d", (y[1]-x[1])*100/hz}'
+    echo $(( ($(machine_ticks) - a) * 100 / CLK_TCK ))
 }
 
 wait_quiet() {
@@ -141,55 +149,89 @@ ROWS="$TMP/rows.tsv"
 : >"$ROWS"
 rate_args=()
 [ -n "$RATE" ] && rate_args=(--rate "$RATE")
+dnsperf_args=()
+[ -n "$RATE" ] && dnsperf_args=(-Q "$RATE")
 
-run_loadgen() { # workload run
-    local w=$1 r=$2 out="$TMP/$1.$2.json" c0 c1
+TIMEFORMAT='%3R %3U %3S'
+
+# measure OUT CMD...: runs CMD (stdout to OUT) and prints
+# "server_cpu_s client_cpu_s other_pct": other = machine busy - server - generator,
+# in % of one CPU over the run. High other% means the run was disturbed.
+measure() {
+    local out=$1 c0 c1 m0 m1 t
+    shift
     c0=$(server_ticks)
-    taskset -c "$CLIENT_CPU" "$LOADGEN" --server "127.0.0.1:$PORT" --queries "$TMP/q/$w.txt" \
-        --duration "$DURATION" --inflight "$INFLIGHT" --batch "$BATCH" --sockets "$SOCKETS" \
-        "${rate_args[@]}" --json >"$out"
+    m0=$(machine_ticks)
+    t=$( { time "$@" >"$out" 2>>"$TMP/client.err"; } 2>&1 ) ||
+        { tail -5 "$TMP/client.err" >&2; die "load generator failed: $*"; }
+    m1=$(machine_ticks)
     c1=$(server_ticks)
-    awk -v w="$w" -v r="$r" -v t=$((c1 - c0)) -v hz="$CLK_TCK" \
-        -v qps="$(jget qps "$out")" -v rs="$(jget run_s "$out")" -v rcv="$(jget received "$out")" \
-        -v avg="$(jget lat_avg_ms "$out")" -v p99="$(jget lat_p99_ms "$out")" \
-        -v lost="$(jget lost "$out")" -v cli="$(jget client_cpu_pct "$out")" \
-        -v inf="$(jget inflight_avg "$out")" 'BEGIN{
-            s = t / hz
-            printf "%s\t%d\t%.0f\t%.2f\t%.0f\t%.0f\t%.0f\t%.3f\t%.3f\t%d\n", w, r, qps,
-                rcv ? s * 1e6 / rcv : 0, 100 * s / rs, cli, inf, avg, p99, lost }' >>"$ROWS"
+    # shellcheck disable=SC2086
+    set -- $t
+    awk -v c=$((c1 - c0)) -v m=$((m1 - m0)) -v hz="$CLK_TCK" -v real="$1" -v u="$2" -v s="$3" \
+        'BEGIN { srv = c / hz; cli = u + s; oth = (m / hz - srv - cli) / real * 100
+                 printf "%.3f %.3f %.0f\n", srv, cli, oth < 0 ? 0 : oth }'
 }
 
-run_dnsperf() { # run
-    local r=$1 out="$TMP/dnsperf.$1.txt" c0 c1 q=()
-    [ -n "$RATE" ] && q=(-Q "$RATE")
-    c0=$(server_ticks)
-    taskset -c "$CLIENT_CPU" dnsperf -s 127.0.0.1 -p "$PORT" -d "$TMP/q/static.txt" \
-        -l "$DURATION" -c 1 -q 100 "${q[@]}" >"$out" 2>&1
-    c1=$(server_ticks)
-    awk -v r="$r" -v t=$((c1 - c0)) -v hz="$CLK_TCK" '
-        /Queries completed:/ { rcv = $3 }
-        /Queries lost:/ { lost = $3 }
-        /Run time \(s\):/ { rs = $4 }
-        /Queries per second:/ { qps = $4 }
-        /Average Latency \(s\):/ { avg = $4 * 1000 }
-        END { s = t / hz
-            printf "dnsperf-static\t%d\t%.0f\t%.2f\t%.0f\t-\t%.0f\t%.3f\t-\t%d\n", r, qps,
-                rcv ? s * 1e6 / rcv : 0, rs ? 100 * s / rs : 0, qps * avg / 1000, avg, lost }' \
-        "$out" >>"$ROWS"
+# Prints "qps received run_s lat_avg_ms lat_p99_ms lost inflight" from a generator's output.
+loadgen_stats() {
+    local k
+    for k in qps received run_s lat_avg_ms lat_p99_ms lost inflight_avg; do
+        printf '%s ' "$(jget "$k" "$1")"
+    done
+    echo
+}
+dnsperf_stats() {
+    awk '/Queries completed:/ { rcv = $3 }
+         /Queries lost:/ { lost = $3 }
+         /Run time \(s\):/ { rs = $4 }
+         /Queries per second:/ { qps = $4 }
+         /Average Latency \(s\):/ { avg = $4 * 1000 }
+         END { printf "%s %s %s %.3f - %s %.0f\n", qps, rcv, rs, avg, lost, qps * avg / 1000 }' "$1"
+}
+
+# run_one WORKLOAD RUN: measures once, redoing up to RETRIES times while other
+# processes used more than DIRTY_PCT % of a CPU; appends a table row.
+run_one() {
+    local w=$1 r=$2 out m stats try
+    for try in $(seq 0 "$RETRIES"); do
+        wait_quiet
+        if [ "$w" = dnsperf-static ]; then
+            out="$TMP/$w.$r.txt"
+            m=$(measure "$out" taskset -c "$CLIENT_CPU" dnsperf -s 127.0.0.1 -p "$PORT" \
+                -d "$TMP/q/static.txt" -l "$DURATION" -c 1 -q 100 "${dnsperf_args[@]}")
+            stats=$(dnsperf_stats "$out")
+        else
+            out="$TMP/$w.$r.json"
+            m=$(measure "$out" taskset -c "$CLIENT_CPU" "$LOADGEN" --server "127.0.0.1:$PORT" \
+                --queries "$TMP/q/$w.txt" --duration "$DURATION" --inflight "$INFLIGHT" \
+                --batch "$BATCH" --sockets "$SOCKETS" "${rate_args[@]}" --json)
+            stats=$(loadgen_stats "$out")
+        fi
+        # shellcheck disable=SC2086
+        set -- $m
+        [ "$3" -le "$DIRTY_PCT" ] && break
+        echo "bench.sh: $w run $r: other processes used $3% of a CPU" \
+            "$([ "$try" -lt "$RETRIES" ] && echo "- redoing" || echo "- keeping it (marked !)")" >&2
+    done
+    # shellcheck disable=SC2086
+    awk -v w="$w" -v r="$r" -v m="$m" -v st="$stats" -v dirty="$DIRTY_PCT" 'BEGIN {
+        split(m, a, " "); split(st, b, " ")   # a: srv cli oth; b: qps rcv run_s avg p99 lost inflt
+        srv = a[1]; cli = a[2]; oth = a[3]; rs = b[3]
+        printf "%s\t%d\t%.0f\t%.2f\t%.0f\t%.0f\t%s\t%.0f\t%.3f\t%s\t%d\n", w, r, b[1],
+            b[2] ? srv * 1e6 / b[2] : 0, 100 * srv / rs, 100 * cli / rs,
+            oth (oth > dirty ? "!" : ""), b[7], b[4], b[5] == "-" ? "-" : sprintf("%.3f", b[5]), b[6] }' \
+        >>"$ROWS"
 }
 
 for w in $WORKLOADS; do
     [ -f "$TMP/q/$w.txt" ] || die "unknown workload $w (static, pool, geo-ecs, geo-noecs)"
 done
+[ "$DNSPERF" = 1 ] && WORKLOADS="$WORKLOADS dnsperf-static"
 for r in $(seq "$RUNS"); do
     for w in $WORKLOADS; do
-        wait_quiet
-        run_loadgen "$w" "$r"
+        run_one "$w" "$r"
     done
-    if [ "$DNSPERF" = 1 ]; then
-        wait_quiet
-        run_dnsperf "$r"
-    fi
 done
 
 # --- table ----------------------------------------------------------------------
@@ -197,21 +239,23 @@ echo
 echo "# meridian $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'), $(uname -r)," \
     "server CPU $SERVER_CPU, generator CPU $CLIENT_CPU, ${DURATION}s x $RUNS," \
     "inflight $INFLIGHT, batch $BATCH, rate ${RATE:-max}"
-fmt="%-15s %3s %9s %9s %5s %5s %7s %9s %9s %7s\n"
+fmt="%-15s %3s %9s %9s %5s %5s %5s %7s %9s %9s %7s\n"
 # shellcheck disable=SC2059
-printf "$fmt" workload run qps 'us/q' 'srv%' 'cli%' inflt lat_avg lat_p99 lost
+printf "$fmt" workload run qps 'us/q' 'srv%' 'cli%' 'oth%' inflt lat_avg lat_p99 lost
 # shellcheck disable=SC2059
-while IFS=$'\t' read -r w r qps us srv cli inf avg p99 lost; do
-    printf "$fmt" "$w" "$r" "$qps" "$us" "$srv" "$cli" "$inf" "$avg" "$p99" "$lost"
+while IFS=$'\t' read -r w r qps us srv cli oth inf avg p99 lost; do
+    printf "$fmt" "$w" "$r" "$qps" "$us" "$srv" "$cli" "$oth" "$inf" "$avg" "$p99" "$lost"
 done <"$ROWS"
 if [ "$RUNS" -gt 1 ]; then
-    echo "median run (by qps):"
-    for w in $WORKLOADS $([ "$DNSPERF" = 1 ] && echo dnsperf-static); do
+    echo "median run by qps (of the undisturbed runs, if any):"
+    for w in $WORKLOADS; do
+        rows=$(awk -F'\t' -v w="$w" '$1 == w && $7 !~ /!/' "$ROWS")
+        [ -n "$rows" ] || rows=$(awk -F'\t' -v w="$w" '$1 == w' "$ROWS")
+        n=$(printf '%s\n' "$rows" | wc -l)
         # shellcheck disable=SC2059
-        awk -F'\t' -v w="$w" '$1 == w' "$ROWS" | sort -t$'\t' -k3,3n |
-            sed -n "$(( (RUNS + 1) / 2 ))p" |
-            while IFS=$'\t' read -r w r qps us srv cli inf avg p99 lost; do
-                printf "$fmt" "$w" "$r" "$qps" "$us" "$srv" "$cli" "$inf" "$avg" "$p99" "$lost"
+        printf '%s\n' "$rows" | sort -t$'\t' -k3,3n | sed -n "$(( (n + 1) / 2 ))p" |
+            while IFS=$'\t' read -r w r qps us srv cli oth inf avg p99 lost; do
+                printf "$fmt" "$w" "$r" "$qps" "$us" "$srv" "$cli" "$oth" "$inf" "$avg" "$p99" "$lost"
             done
     done
 fi

@@ -599,7 +599,7 @@ mod tests {
         let r = run(&cfg, &Wire::new(qs.iter().map(|q| q.as_slice()))).unwrap();
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         th.join().unwrap();
-        assert!(r.sent > 100 && r.sent <= 700, "rate-bounded: {}", r.sent);
+        assert!(r.sent > 20 && r.sent <= 700, "rate-bounded: {}", r.sent);
         assert_eq!(r.received + r.lost, r.sent);
         assert_eq!(r.rcodes.get("NXDOMAIN"), Some(&r.received));
         assert!(r.lat_p50_ms <= r.lat_p99_ms && r.lat_p99_ms <= r.lat_max_ms);

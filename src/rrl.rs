@@ -1,0 +1,406 @@
+//! Response rate limiting for UDP, in the manner of BIND and Knot RRL: a
+//! token bucket per client prefix (/24 for IPv4, /56 for IPv6 by default),
+//! so that a spoofed flood cannot use the server as an amplifier against
+//! one network. Over the limit a response is dropped, except every `slip`-th
+//! one, which is sent truncated (TC=1, no records) so that a real client
+//! behind that prefix retries over TCP, which is never limited.
+//!
+//! Each UDP worker owns a `Limiter`: a fixed table allocated once (no lock,
+//! no allocation per query). The kernel spreads a client's datagrams over
+//! the workers of a listen address by source port (SO_REUSEPORT), so each
+//! worker refills at `responses_per_second / workers`; together they allow
+//! the configured rate to a client that varies its source port, as spoofed
+//! floods and resolvers (RFC 5452) do. A client that always uses one source
+//! port reaches one worker and gets that worker's share.
+//!
+//! The table is hashed with a per-process random seed and is 2-way set
+//! associative; a prefix that loses its slot to another starts over with a
+//! full bucket (it is only ever limited less, never more).
+
+use std::hash::BuildHasher;
+use std::net::IpAddr;
+use std::time::Instant;
+
+use toml::Spanned;
+
+use crate::config::{RrlCfg, Source};
+use crate::error::LocatedError;
+
+pub const DEFAULT_SLIP: u32 = 2;
+pub const DEFAULT_V4_PREFIX: u8 = 24;
+pub const DEFAULT_V6_PREFIX: u8 = 56;
+pub const DEFAULT_TABLE: usize = 65_536;
+const MAX_TABLE: usize = 1 << 22;
+
+/// The checked `[server.rrl]` table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RrlConfig {
+    pub responses_per_second: u32,
+    pub slip: u32,
+    pub ipv4_prefix: u8,
+    pub ipv6_prefix: u8,
+    /// Buckets per worker, a power of two.
+    pub table_size: usize,
+}
+
+impl RrlConfig {
+    pub fn from_cfg(
+        src: &Source,
+        cfg: Option<&Spanned<RrlCfg>>,
+    ) -> Result<Option<RrlConfig>, LocatedError> {
+        let Some(c) = cfg else { return Ok(None) };
+        let r = c.get_ref();
+        let rate = *r.responses_per_second.get_ref();
+        if rate == 0 {
+            return Err(src.err(
+                r.responses_per_second.span(),
+                "rrl responses_per_second must be at least 1 (remove [server.rrl] to turn rate limiting off)",
+            ));
+        }
+        let v4 = r.ipv4_prefix.as_ref().map(|v| (*v.get_ref(), v.span()));
+        if let Some((v, span)) = &v4 {
+            if *v > 32 {
+                return Err(src.err(span.clone(), "rrl ipv4_prefix must be 0 to 32"));
+            }
+        }
+        let v6 = r.ipv6_prefix.as_ref().map(|v| (*v.get_ref(), v.span()));
+        if let Some((v, span)) = &v6 {
+            if *v > 128 {
+                return Err(src.err(span.clone(), "rrl ipv6_prefix must be 0 to 128"));
+            }
+        }
+        let table = match &r.table_size {
+            Some(t) => {
+                let n = *t.get_ref();
+                if !(2..=MAX_TABLE).contains(&n) {
+                    return Err(src.err(
+                        t.span(),
+                        format!("rrl table_size must be 2 to {MAX_TABLE}"),
+                    ));
+                }
+                n.next_power_of_two()
+            }
+            None => DEFAULT_TABLE,
+        };
+        Ok(Some(RrlConfig {
+            responses_per_second: rate,
+            slip: r.slip.as_ref().map(|s| *s.get_ref()).unwrap_or(DEFAULT_SLIP),
+            ipv4_prefix: v4.map(|v| v.0).unwrap_or(DEFAULT_V4_PREFIX),
+            ipv6_prefix: v6.map(|v| v.0).unwrap_or(DEFAULT_V6_PREFIX),
+            table_size: table,
+        }))
+    }
+}
+
+/// What to do with one response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Send,
+    Drop,
+    /// Send it truncated: see `slip_response`.
+    Slip,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Bucket {
+    /// Hash of the prefix; 0 = empty.
+    tag: u64,
+    tokens: f32,
+    /// Milliseconds since the limiter started, at the last refill.
+    stamp: u32,
+}
+
+/// One worker's rate limiter.
+pub struct Limiter {
+    pub cfg: RrlConfig,
+    /// Tokens added per millisecond, and the bucket size (one second's worth).
+    per_ms: f32,
+    burst: f32,
+    table: Box<[Bucket]>,
+    mask: usize,
+    seed: u64,
+    limited: u32,
+    epoch: Instant,
+    /// Counts not yet added to the shared metrics.
+    pub dropped: u64,
+    pub slipped: u64,
+}
+
+impl Limiter {
+    /// `share`: the number of workers this worker shares its port with.
+    pub fn new(cfg: RrlConfig, share: usize) -> Limiter {
+        let rate = cfg.responses_per_second as f32 / share.max(1) as f32;
+        let n = cfg.table_size.next_power_of_two().max(2);
+        Limiter {
+            cfg,
+            per_ms: rate / 1000.0,
+            burst: rate.max(1.0),
+            table: vec![Bucket::default(); n].into_boxed_slice(),
+            mask: n - 1,
+            seed: std::collections::hash_map::RandomState::new().hash_one(0x6d65_7269_6469_616eu64),
+            limited: 0,
+            epoch: Instant::now(),
+            dropped: 0,
+            slipped: 0,
+        }
+    }
+
+    /// The clock the buckets use; read once per batch of datagrams.
+    pub fn now_ms(&self) -> u32 {
+        self.epoch.elapsed().as_millis() as u32
+    }
+
+    /// The prefix of `src` that is limited as one client, hashed.
+    fn tag(&self, src: IpAddr) -> u64 {
+        let h = match src.to_canonical() {
+            IpAddr::V4(a) => {
+                let bits = u32::from(a);
+                let p = self.cfg.ipv4_prefix as u32;
+                let masked = if p == 0 { 0 } else { bits & (u32::MAX << (32 - p)) };
+                mix(self.seed ^ (masked as u64) ^ (4u64 << 56))
+            }
+            IpAddr::V6(a) => {
+                let bits = u128::from(a);
+                let p = self.cfg.ipv6_prefix as u32;
+                let masked = if p == 0 { 0 } else { bits & (u128::MAX << (128 - p)) };
+                let hi = mix(self.seed ^ (masked >> 64) as u64 ^ (6u64 << 56));
+                mix(hi ^ masked as u64)
+            }
+        };
+        h | 1
+    }
+
+    /// Charge one response to `src`'s prefix at time `now` (see `now_ms`).
+    #[inline]
+    pub fn check(&mut self, src: IpAddr, now: u32) -> Verdict {
+        let tag = self.tag(src);
+        let i = (tag as usize) & self.mask;
+        let j = i ^ 1;
+        let slot = if self.table[i].tag == tag {
+            i
+        } else if self.table[j].tag == tag {
+            j
+        } else {
+            // Take the empty or least recently refilled of the two.
+            let age = |b: &Bucket| if b.tag == 0 { u32::MAX } else { now.wrapping_sub(b.stamp) };
+            let k = if age(&self.table[i]) >= age(&self.table[j]) { i } else { j };
+            self.table[k] = Bucket {
+                tag,
+                tokens: self.burst,
+                stamp: now,
+            };
+            k
+        };
+        let b = &mut self.table[slot];
+        let elapsed = now.wrapping_sub(b.stamp);
+        if elapsed > 0 && elapsed < u32::MAX / 2 {
+            b.tokens = (b.tokens + elapsed as f32 * self.per_ms).min(self.burst);
+            b.stamp = now;
+        }
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            return Verdict::Send;
+        }
+        if self.cfg.slip > 0 {
+            self.limited += 1;
+            if self.limited >= self.cfg.slip {
+                self.limited = 0;
+                self.slipped += 1;
+                return Verdict::Slip;
+            }
+        }
+        self.dropped += 1;
+        Verdict::Drop
+    }
+}
+
+/// The splitmix64 finalizer.
+#[inline]
+fn mix(mut x: u64) -> u64 {
+    x ^= x >> 30;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 27;
+    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// Turn a response (`buf[..len]`, as rendered by the answer path) into its
+/// slip form in place: TC set, the question kept, the answer and authority
+/// sections dropped, and of the additional section only the OPT record (with
+/// the ECS echo) kept. Returns the new length.
+pub fn slip_response(buf: &mut [u8], len: usize) -> usize {
+    if len < 12 || len > buf.len() {
+        return len.min(buf.len());
+    }
+    let p = &buf[..len];
+    let count = |k: usize| u16::from_be_bytes([p[4 + 2 * k], p[5 + 2 * k]]) as usize;
+    let (qd, an, ns, ar) = (count(0), count(1), count(2), count(3));
+    let mut i = 12;
+    let mut question_ok = true;
+    for _ in 0..qd {
+        match skip_name(p, i) {
+            Some(j) if j + 4 <= len => i = j + 4,
+            _ => {
+                question_ok = false;
+                break;
+            }
+        }
+    }
+    let (qd, qend) = if question_ok { (qd, i) } else { (0, 12) };
+    // Find the OPT record in the additional section.
+    let mut opt = None;
+    if question_ok {
+        let mut i = qend;
+        for k in 0..an + ns + ar {
+            let start = i;
+            let Some(j) = skip_name(p, i) else { break };
+            if j + 10 > len {
+                break;
+            }
+            let rtype = u16::from_be_bytes([p[j], p[j + 1]]);
+            let rdlen = u16::from_be_bytes([p[j + 8], p[j + 9]]) as usize;
+            let end = j + 10 + rdlen;
+            if end > len {
+                break;
+            }
+            if rtype == 41 && k >= an + ns {
+                opt = Some((start, end));
+            }
+            i = end;
+        }
+    }
+    let mut out = qend;
+    let mut arc = 0u16;
+    if let Some((a, b)) = opt {
+        buf.copy_within(a..b, qend);
+        out = qend + (b - a);
+        arc = 1;
+    }
+    buf[2] |= 0x02; // TC
+    buf[4..6].copy_from_slice(&(qd as u16).to_be_bytes());
+    buf[6..8].copy_from_slice(&0u16.to_be_bytes());
+    buf[8..10].copy_from_slice(&0u16.to_be_bytes());
+    buf[10..12].copy_from_slice(&arc.to_be_bytes());
+    out
+}
+
+/// Skip a possibly compressed name in a message we rendered.
+fn skip_name(p: &[u8], mut i: usize) -> Option<usize> {
+    for _ in 0..128 {
+        let l = *p.get(i)?;
+        match l & 0xC0 {
+            0x00 if l == 0 => return Some(i + 1),
+            0x00 => i += 1 + l as usize,
+            0xC0 => return if i + 2 <= p.len() { Some(i + 2) } else { None },
+            _ => return None,
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(rate: u32, slip: u32) -> RrlConfig {
+        RrlConfig {
+            responses_per_second: rate,
+            slip,
+            ipv4_prefix: 24,
+            ipv6_prefix: 56,
+            table_size: 1024,
+        }
+    }
+
+    #[test]
+    fn bucket_allows_the_rate_then_limits() {
+        let mut l = Limiter::new(cfg(10, 0), 1);
+        let a: IpAddr = "192.0.2.7".parse().unwrap();
+        let sent = (0..100).filter(|_| l.check(a, 0) == Verdict::Send).count();
+        assert_eq!(sent, 10, "one second's burst");
+        // 500 ms later: five more tokens.
+        let sent = (0..100).filter(|_| l.check(a, 500) == Verdict::Send).count();
+        assert_eq!(sent, 5);
+        assert_eq!(l.dropped, 185);
+    }
+
+    #[test]
+    fn prefixes_are_separate_and_same_prefix_is_shared() {
+        let mut l = Limiter::new(cfg(5, 0), 1);
+        let a: IpAddr = "192.0.2.7".parse().unwrap();
+        let same: IpAddr = "192.0.2.200".parse().unwrap();
+        let other: IpAddr = "192.0.3.7".parse().unwrap();
+        for _ in 0..5 {
+            assert_eq!(l.check(a, 0), Verdict::Send);
+        }
+        assert_eq!(l.check(same, 0), Verdict::Drop);
+        assert_eq!(l.check(other, 0), Verdict::Send);
+        // IPv6 /56: the low 72 bits do not matter.
+        let v6a: IpAddr = "2001:db8:0:100::1".parse().unwrap();
+        let v6b: IpAddr = "2001:db8:0:1ff:ffff::2".parse().unwrap();
+        let v6c: IpAddr = "2001:db8:0:200::1".parse().unwrap();
+        for _ in 0..5 {
+            assert_eq!(l.check(v6a, 0), Verdict::Send);
+        }
+        assert_eq!(l.check(v6b, 0), Verdict::Drop);
+        assert_eq!(l.check(v6c, 0), Verdict::Send);
+        // A mapped IPv4 source is its IPv4 address.
+        let mapped: IpAddr = "::ffff:192.0.2.9".parse().unwrap();
+        assert_eq!(l.check(mapped, 0), Verdict::Drop);
+    }
+
+    #[test]
+    fn slip_every_nth() {
+        let mut l = Limiter::new(cfg(1, 3), 1);
+        let a: IpAddr = "198.51.100.1".parse().unwrap();
+        assert_eq!(l.check(a, 0), Verdict::Send);
+        let v: Vec<Verdict> = (0..6).map(|_| l.check(a, 0)).collect();
+        use Verdict::*;
+        assert_eq!(v, [Drop, Drop, Slip, Drop, Drop, Slip]);
+        assert_eq!((l.dropped, l.slipped), (4, 2));
+    }
+
+    #[test]
+    fn share_divides_the_rate() {
+        let mut l = Limiter::new(cfg(100, 0), 4);
+        let a: IpAddr = "198.51.100.1".parse().unwrap();
+        let sent = (0..1000).filter(|_| l.check(a, 0) == Verdict::Send).count();
+        assert_eq!(sent, 25);
+    }
+
+    #[test]
+    fn table_stays_fixed_under_many_prefixes() {
+        let mut l = Limiter::new(cfg(1, 0), 1);
+        let len = l.table.len();
+        for i in 0..200_000u32 {
+            l.check(IpAddr::from((i << 8).to_be_bytes()), i / 1000);
+        }
+        assert_eq!(l.table.len(), len);
+    }
+
+    #[test]
+    fn slip_keeps_question_and_opt() {
+        // Header, question www.example.test A IN, one answer, OPT with ECS.
+        let mut m = vec![0x12, 0x34, 0x84, 0x00, 0, 1, 0, 1, 0, 0, 0, 1];
+        m.extend_from_slice(b"\x03www\x07example\x04test\x00\x00\x01\x00\x01");
+        let qend = m.len();
+        m.extend_from_slice(&[0xC0, 12, 0, 1, 0, 1, 0, 0, 1, 44, 0, 4, 192, 0, 2, 1]);
+        let opt = [0, 0, 41, 4, 208, 0, 0, 0, 0, 0, 11, 0, 8, 0, 7, 0, 1, 24, 0, 192, 0, 2];
+        m.extend_from_slice(&opt);
+        let len = m.len();
+        m.resize(4096, 0);
+        let n = slip_response(&mut m, len);
+        assert_eq!(n, qend + opt.len());
+        assert_eq!(&m[qend..n], &opt);
+        assert_eq!(m[2] & 0x02, 0x02, "TC");
+        assert_eq!(&m[4..12], &[0, 1, 0, 0, 0, 0, 0, 1]);
+        // Without an OPT: header and question only.
+        let mut m2 = m[..qend].to_vec();
+        m2[11] = 0;
+        m2.extend_from_slice(&[0xC0, 12, 0, 1, 0, 1, 0, 0, 1, 44, 0, 4, 192, 0, 2, 1]);
+        m2[7] = 1;
+        let l2 = m2.len();
+        assert_eq!(slip_response(&mut m2, l2), qend);
+        assert_eq!(&m2[4..12], &[0, 1, 0, 0, 0, 0, 0, 0]);
+    }
+}

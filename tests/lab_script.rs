@@ -1,0 +1,181 @@
+//! tools/lab/lab.sh, the lab as users run it against their own config:
+//! `--check NAME` compares the resolvers with meridian and exits 0; the
+//! waiting mode writes lab.env with the ports, serves through both
+//! resolvers, and on SIGTERM stops every process it started; `-- COMMAND`
+//! runs the command with the LAB_* variables and returns its status.
+
+mod common;
+mod lab_common;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hickory_proto::rr::RecordType;
+
+use lab_common::{ask, lab_dir};
+
+fn script() -> Command {
+    let mut c = Command::new("bash");
+    c.arg(lab_dir().join("lab.sh"))
+        .arg("--config")
+        .arg(common::example_config())
+        .arg("--meridian")
+        .arg(common::BIN)
+        .stdin(Stdio::null());
+    c
+}
+
+fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| s.split(") ").nth(1).is_some_and(|r| r.starts_with('Z')))
+            .unwrap_or(true)
+}
+
+/// The script in waiting mode; on drop (also on a panic) it gets SIGTERM
+/// and the processes it listed are checked and, if need be, killed.
+struct Running {
+    child: Child,
+    pids: Vec<u32>,
+}
+
+impl Running {
+    fn term(&mut self) -> Option<i32> {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(20) {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return st.code();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        None
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.term();
+        }
+        for &p in &self.pids {
+            if alive(p) {
+                let _ = Command::new("kill").arg("-KILL").arg(p.to_string()).status();
+            }
+        }
+    }
+}
+
+fn read_env(path: &Path) -> HashMap<String, String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.trim_matches('"').to_string()))
+        .collect()
+}
+
+#[test]
+fn check_mode_compares_resolvers_with_meridian() {
+    let out = script()
+        .args(["--check", "geo.example.test", "--subnet", "8.8.8.0/24", "--subnet", "5.2.200.0/24"])
+        .args(["--subnet", "203.0.0.128/25", "--subnet", "2a00:1450:4001::/56"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stderr}{stdout}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}{stdout}");
+    assert!(stderr.contains("meridian lab is up"), "{stderr}");
+    assert!(stderr.contains("every answer through the resolvers equals meridian's"), "{stderr}");
+    // 4 subnets × 2 types × 2 resolvers.
+    assert_eq!(stdout.lines().filter(|l| l.ends_with("  ok")).count(), 16, "{stdout}");
+    assert!(!stdout.contains("WRONG"), "{stdout}");
+    assert!(stdout.contains("198.51.100.100"), "5.2.200.0/24 is DE: {stdout}");
+}
+
+#[test]
+fn waiting_mode_prints_ports_and_stops_everything_on_sigterm() {
+    let dir = common::TempDir::new("lab-script");
+    let env_file = dir.0.join("lab.env");
+    let child = script()
+        .arg("--dir")
+        .arg(&dir.0)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut run = Running { child, pids: Vec::new() };
+    let t0 = Instant::now();
+    let env = loop {
+        let env = read_env(&env_file);
+        if env.contains_key("LAB_PIDS") {
+            break env;
+        }
+        if let Ok(Some(st)) = run.child.try_wait() {
+            let mut err = String::new();
+            use std::io::Read;
+            let _ = run.child.stderr.take().unwrap().read_to_string(&mut err);
+            panic!("lab.sh exited with {st} before it was up:\n{err}");
+        }
+        assert!(t0.elapsed() < Duration::from_secs(120), "lab.sh did not come up");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    run.pids = env["LAB_PIDS"].split_whitespace().map(|p| p.parse().unwrap()).collect();
+    assert_eq!(run.pids.len(), 3, "{env:?}");
+    for p in &run.pids {
+        assert!(alive(*p), "pid {p} of {env:?}");
+    }
+    let meridian = env["LAB_MERIDIAN"].parse().unwrap();
+    for key in ["LAB_UNBOUND", "LAB_PDNS"] {
+        let server = env[key].parse().unwrap();
+        assert!(env[key].starts_with("127.0.0.1:"), "{env:?}");
+        for subnet in ["85.214.0.0/24", "200.160.0.0/24"] {
+            let want = ask(meridian, "geo.example.test.", RecordType::A, Some(subnet), false);
+            let got = ask(server, "geo.example.test.", RecordType::A, Some(subnet), true);
+            assert_eq!(got.addrs, want.addrs, "{key} {subnet}");
+        }
+    }
+    assert!(lab_common::http_get(env["LAB_METRICS"].trim_start_matches("http://").split('/').next().unwrap().parse().unwrap(), "/metrics").is_some());
+
+    let code = run.term();
+    assert_eq!(code, Some(143), "lab.sh exit status after SIGTERM");
+    let t1 = Instant::now();
+    for &p in &run.pids {
+        while alive(p) && t1.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(!alive(p), "pid {p} still running after lab.sh stopped");
+    }
+    // --dir is kept, with the rendered configs and logs.
+    assert!(dir.0.join("unbound/unbound.conf").exists());
+    assert!(dir.0.join("pdns/recursor.conf").exists());
+}
+
+#[test]
+fn command_mode_runs_with_the_lab_variables() {
+    let out = script()
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "dig @127.0.0.1 -p \"$LAB_UNBOUND_PORT\" geo.example.test +subnet=133.0.0.0/24 +short | sort; \
+             dig @127.0.0.1 -p \"$LAB_PDNS_PORT\" geo.example.test +subnet=133.0.0.0/24 +short | sort; exit 7",
+        ])
+        .output()
+        .expect("dig is required (bind9-dnsutils)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(7), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        ["203.0.113.100", "203.0.113.101", "203.0.113.100", "203.0.113.101"],
+        "133.0.0.0/24 is JP (AS)"
+    );
+}

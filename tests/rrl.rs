@@ -1,0 +1,230 @@
+//! Response rate limiting (`[server.rrl]`): a loopback flood from one client
+//! is held to about the configured rate, the rest dropped or slipped (sent
+//! truncated so that a real client retries over TCP), while another client
+//! is answered in full and TCP is never limited.
+//!
+//! RRL keys on the source address's prefix. 127.0.0.1 and 127.0.0.2 share
+//! a /24, so these configs set `ipv4_prefix = 32` to make them two clients;
+//! the flood comes from 127.0.0.1 and the other client binds 127.0.0.2.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const RATE: u32 = 20;
+
+fn config(dir: &TempDir, rrl: &str) -> std::path::PathBuf {
+    let zone = root().join("zones/example.test.zone");
+    dir.write(
+        "rrl.toml",
+        &format!(
+            "[server]\nlisten = [\"127.0.0.1:5380\"]\n\n[server.rrl]\n{rrl}\n\n\
+             [[zone]]\norigin = \"example.test.\"\nfile = \"{}\"\n",
+            zone.display()
+        ),
+    )
+}
+
+fn start(dir: &TempDir, rrl: &str) -> (Server, SocketAddr) {
+    let cfg = config(dir, rrl);
+    let http: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let s = Server::start(&cfg, &["--http-listen", &http.to_string()]);
+    (s, http)
+}
+
+/// What came back for a burst of queries from one socket.
+#[derive(Debug, Default)]
+#[allow(dead_code)] // `sent` is for the Debug output
+struct Tally {
+    full: usize,
+    slipped: usize,
+    lost: usize,
+    sent: usize,
+    /// Time from the first to the last query sent.
+    spread: Duration,
+}
+
+/// Send `n` queries from `sock` as fast as possible, then read every answer.
+fn burst(sock: &UdpSocket, server: SocketAddr, n: usize, ecs: bool) -> Tally {
+    let mut t = Tally {
+        sent: n,
+        ..Tally::default()
+    };
+    // Read on another thread while sending, so no answer is lost in our own
+    // socket's receive buffer.
+    let reader = sock.try_clone().unwrap();
+    reader.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+    let rx = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok((len, _)) = reader.recv_from(&mut buf) {
+            got.push(buf[..len].to_vec());
+        }
+        got
+    });
+    let t0 = Instant::now();
+    for i in 0..n {
+        let mut q = Q::new("www.example.test.", hickory_proto::rr::RecordType::A);
+        q.id = i as u16;
+        if ecs {
+            q = q.ecs("192.0.2.0/24");
+        }
+        sock.send_to(&q.to_bytes(), server).unwrap();
+    }
+    t.spread = t0.elapsed();
+    let mut seen = vec![false; n];
+    for raw in rx.join().unwrap() {
+        let r = Resp::new(raw);
+        let id = r.hdr().id as usize;
+        assert!(!seen[id], "two answers to query {id}");
+        seen[id] = true;
+        if r.hdr().tc {
+            // A slip: the question (and OPT, with the ECS echo), no records.
+            assert_eq!((r.hdr().qd, r.hdr().an, r.hdr().ns), (1, 0, 0), "{r:?}");
+            assert!(r.authority().is_empty() && r.additional().is_empty());
+            if ecs {
+                assert_eq!(
+                    ecs_raw(&r.raw).map(|e| (e.0, e.1, e.3)),
+                    Some((1, 24, vec![192, 0, 2])),
+                    "slip keeps the ECS echo"
+                );
+            }
+            t.slipped += 1;
+        } else {
+            assert_eq!(addrs(&r.msg), ["192.0.2.1"]);
+            t.full += 1;
+        }
+    }
+    t.lost = n - t.full - t.slipped;
+    t
+}
+
+fn metric(http: SocketAddr, line: &str) -> Option<u64> {
+    let mut c = TcpStream::connect(http).ok()?;
+    c.set_read_timeout(Some(Duration::from_secs(3))).ok()?;
+    c.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").ok()?;
+    let mut s = String::new();
+    c.read_to_string(&mut s).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix(line).map(|v| v.trim().parse().unwrap()))
+}
+
+/// Wait until the workers have flushed their counters to `want`.
+fn metric_reaches(http: SocketAddr, line: &str, want: u64) -> u64 {
+    let t0 = Instant::now();
+    loop {
+        let v = metric(http, line).unwrap_or(0);
+        if v >= want || t0.elapsed() > Duration::from_secs(5) {
+            return v;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn flood_is_limited_while_another_client_is_answered_in_full() {
+    let dir = TempDir::new("rrl");
+    let (s, http) = start(
+        &dir,
+        &format!("responses_per_second = {RATE}\nslip = 2\nipv4_prefix = 32"),
+    );
+    let flooder = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let other = UdpSocket::bind("127.0.0.2:0").expect("bind 127.0.0.2 (loopback /8)");
+    let n = 400;
+    let t = burst(&flooder, s.addr, n, true);
+    eprintln!("flood from 127.0.0.1: {t:?}");
+    // One second's burst, plus what refills while the queries arrive.
+    let allowed = RATE as f64 * (1.0 + t.spread.as_secs_f64());
+    assert!(t.full >= RATE as usize, "fewer than the burst answered: {t:?}");
+    assert!(t.full as f64 <= allowed + 2.0, "more than the rate answered: {t:?}");
+    // slip = 2: every second limited response is sent truncated.
+    let limited = n - t.full;
+    assert!(
+        t.slipped.abs_diff(limited / 2) <= 1,
+        "slips {} for {limited} limited",
+        t.slipped
+    );
+    assert_eq!(t.lost, limited - t.slipped, "{t:?}");
+
+    // The other client, right after the flood: all answered in full.
+    let o = burst(&other, s.addr, RATE as usize, false);
+    assert_eq!((o.full, o.slipped, o.lost), (RATE as usize, 0, 0), "127.0.0.2: {o:?}");
+
+    // TCP from the flooding address is never limited.
+    for id in 0..5u16 {
+        let mut q = Q::new("www.example.test.", hickory_proto::rr::RecordType::A);
+        q.id = id;
+        let r = s.dig_tcp(&q);
+        assert!(!r.hdr().tc);
+        assert_eq!(addrs(&r.msg), ["192.0.2.1"]);
+    }
+
+    // The counters in /metrics agree with what the client saw.
+    let dropped = metric_reaches(http, "meridian_rrl_responses_total{action=\"dropped\"}", t.lost as u64);
+    let slipped = metric_reaches(http, "meridian_rrl_responses_total{action=\"slipped\"}", t.slipped as u64);
+    assert_eq!((dropped, slipped), (t.lost as u64, t.slipped as u64));
+
+    // A second later the bucket has refilled: about one second's worth again.
+    std::thread::sleep(Duration::from_millis(1100));
+    let again = burst(&flooder, s.addr, 100, false);
+    eprintln!("after 1.1 s: {again:?}");
+    assert!(again.full >= RATE as usize - 1, "{again:?}");
+    assert!(
+        again.full as f64 <= RATE as f64 * (1.0 + again.spread.as_secs_f64()) + 2.0,
+        "{again:?}"
+    );
+}
+
+#[test]
+fn slip_zero_drops_everything_over_the_limit() {
+    let dir = TempDir::new("rrl0");
+    let (s, _http) = start(&dir, "responses_per_second = 10\nslip = 0\nipv4_prefix = 32");
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let t = burst(&sock, s.addr, 200, false);
+    assert_eq!(t.slipped, 0, "{t:?}");
+    assert!(t.full >= 10 && t.full <= 14, "{t:?}");
+}
+
+#[test]
+fn default_prefix_groups_a_slash_24() {
+    // ipv4_prefix left at 24: 127.0.0.1 and 127.0.0.2 are one client.
+    let dir = TempDir::new("rrl24");
+    // A low rate, so that what refills while a burst is read is small.
+    let (s, _http) = start(&dir, "responses_per_second = 2\nslip = 0");
+    let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let b = UdpSocket::bind("127.0.0.2:0").unwrap();
+    let ta = burst(&a, s.addr, 50, false);
+    assert!(ta.full >= 2 && ta.full <= 4, "{ta:?}");
+    let tb = burst(&b, s.addr, 10, false);
+    assert!(tb.full <= 4, "the same /24 shares the bucket: {tb:?}");
+}
+
+#[test]
+fn off_by_default() {
+    // The bundled example has no [server.rrl]: a burst is answered in full.
+    let s = Server::example();
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let t = burst(&sock, s.addr, 300, false);
+    assert_eq!((t.full, t.slipped, t.lost), (300, 0, 0), "{t:?}");
+}
+
+#[test]
+fn bad_rrl_settings_are_errors_with_their_line() {
+    let dir = TempDir::new("rrlbad");
+    for (rrl, msg) in [
+        ("responses_per_second = 0", "responses_per_second must be at least 1"),
+        ("responses_per_second = 5\nipv4_prefix = 33", "ipv4_prefix must be 0 to 32"),
+        ("responses_per_second = 5\nipv6_prefix = 129", "ipv6_prefix must be 0 to 128"),
+        ("responses_per_second = 5\nwindow = 15", "unknown field `window`"),
+    ] {
+        let cfg = config(&dir, rrl);
+        let (code, _, err) = run(&["check", "--config", cfg.to_str().unwrap()]);
+        assert_eq!(code, 1, "{rrl}: {err}");
+        assert!(err.contains(msg), "{rrl}: {err}");
+        assert!(err.contains("rrl.toml:"), "names the file and line: {err}");
+    }
+}

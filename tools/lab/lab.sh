@@ -1,0 +1,388 @@
+#!/usr/bin/env bash
+# meridian's local resolver lab: meridian, Unbound and PowerDNS Recursor on
+# 127.0.0.1 with ephemeral ports, the resolvers forwarding your zones to
+# meridian with EDNS Client Subnet, so you can see what clients behind real
+# caching resolvers get. See "Local resolver lab" in README.md.
+#
+# Everything listens on and talks to loopback only: the resolvers forward
+# the config's zones to meridian and refuse (Unbound) or may not send
+# (Recursor, dont-query=0.0.0.0/0) anything else. Nothing is installed or
+# left running: every process is stopped by its PID when the script exits.
+set -euo pipefail
+
+usage() {
+  cat <<'EOF'
+Usage: tools/lab/lab.sh --config FILE [options] [-- COMMAND ...]
+
+Starts meridian on FILE, Unbound and PowerDNS Recursor on 127.0.0.1 with
+free ports, prints the ports, and waits until Ctrl-C; then stops them all.
+
+  --config FILE     meridian config to serve (required)
+  --meridian BIN    meridian binary (default: target/debug/meridian or
+                    target/release/meridian under the repository, else
+                    `meridian` on PATH)
+  --zone ORIGIN     zone to forward to meridian (repeatable; default: every
+                    [[zone]] origin in FILE)
+  --dir DIR         write configs, logs and lab.env to DIR (default: a new
+                    temporary directory, removed at exit unless --keep)
+  --keep            keep the directory
+  --no-unbound      do not start Unbound
+  --no-pdns         do not start PowerDNS Recursor
+  --check NAME      instead of waiting: ask NAME for each --subnet through
+                    meridian and each resolver, print a table, exit 1 if a
+                    resolver's answer differs from meridian's
+  --subnet CIDR     client subnet for --check (repeatable; default: one
+                    subnet on each continent, IPv4 and IPv6)
+  --type T          A, AAAA or both (default both) for --check
+  -- COMMAND ...    instead of waiting: run COMMAND with the LAB_* variables
+                    of lab.env in its environment, then stop; exits with
+                    COMMAND's status
+
+lab.env (in the directory) holds LAB_MERIDIAN, LAB_MERIDIAN_PORT,
+LAB_METRICS, LAB_UNBOUND, LAB_UNBOUND_PORT, LAB_PDNS, LAB_PDNS_PORT, LAB_PIDS.
+EOF
+}
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+
+config="" meridian="" dir="" keep=0 unbound=1 pdns=1 check="" qtypes="A AAAA"
+zones=() subnets=() cmd=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --config) config="$2"; shift 2 ;;
+    --meridian) meridian="$2"; shift 2 ;;
+    --zone) zones+=("$2"); shift 2 ;;
+    --dir) dir="$2"; shift 2 ;;
+    --keep) keep=1; shift ;;
+    --no-unbound) unbound=0; shift ;;
+    --no-pdns) pdns=0; shift ;;
+    --check) check="$2"; shift 2 ;;
+    --subnet) subnets+=("$2"); shift 2 ;;
+    --type)
+      case "$2" in
+        A|a) qtypes="A" ;; AAAA|aaaa) qtypes="AAAA" ;; both) qtypes="A AAAA" ;;
+        *) echo "lab: --type is A, AAAA or both" >&2; exit 2 ;;
+      esac
+      shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    --) shift; cmd=("$@"); break ;;
+    *) echo "lab: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+die() { echo "lab: $*" >&2; exit 1; }
+[ -n "$config" ] || { usage >&2; exit 2; }
+[ -f "$config" ] || die "no such config: $config"
+config="$(cd "$(dirname "$config")" && pwd)/$(basename "$config")"
+
+if [ -z "$meridian" ]; then
+  for m in "$repo/target/debug/meridian" "$repo/target/release/meridian"; do
+    if [ -x "$m" ]; then meridian="$m"; break; fi
+  done
+  [ -n "$meridian" ] || meridian="$(command -v meridian || true)"
+  [ -n "$meridian" ] || die "no meridian binary: run 'cargo build' or pass --meridian BIN"
+fi
+[ -x "$meridian" ] || die "not executable: $meridian"
+command -v dig >/dev/null || die "dig is required (apt-get install bind9-dnsutils)"
+if [ "$unbound" = 1 ]; then
+  command -v unbound >/dev/null || die "unbound is required (apt-get install unbound), or pass --no-unbound"
+  unbound -V 2>&1 | grep -q '^Linked modules:.*subnetcache' \
+    || die "this unbound has no subnetcache module (unbound -V): no ECS support"
+fi
+if [ "$pdns" = 1 ]; then
+  command -v pdns_recursor >/dev/null \
+    || die "pdns_recursor is required (apt-get install pdns-recursor), or pass --no-pdns"
+fi
+
+# Zones: every `origin = "..."` of the config unless given.
+if [ ${#zones[@]} -eq 0 ]; then
+  while IFS= read -r z; do zones+=("$z"); done < <(
+    sed -n 's/^[[:space:]]*origin[[:space:]]*=[[:space:]]*"\([^"]*\)".*/\1/p' "$config")
+fi
+[ ${#zones[@]} -gt 0 ] || die "no [[zone]] origin in $config; pass --zone ORIGIN"
+for i in "${!zones[@]}"; do zones[$i]="${zones[$i]%.}."; done
+
+if [ -z "$dir" ]; then
+  dir="$(mktemp -d "${TMPDIR:-/tmp}/meridian-lab.XXXXXX")"
+else
+  mkdir -p "$dir"
+  dir="$(cd "$dir" && pwd)"
+  keep=1
+fi
+
+pids=()
+names=()
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  local i
+  for i in "${!pids[@]}"; do
+    kill -TERM "${pids[$i]}" 2>/dev/null || true
+  done
+  for i in "${!pids[@]}"; do
+    for _ in $(seq 50); do
+      kill -0 "${pids[$i]}" 2>/dev/null || break
+      sleep 0.1
+    done
+    if kill -0 "${pids[$i]}" 2>/dev/null; then
+      kill -KILL "${pids[$i]}" 2>/dev/null || true
+    fi
+    wait "${pids[$i]}" 2>/dev/null || true
+  done
+  if [ "$keep" = 0 ]; then rm -rf "$dir"; fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# A port free for UDP and TCP on 127.0.0.1.
+free_port() {
+  if command -v python3 >/dev/null; then
+    python3 - <<'EOF'
+import socket
+while True:
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    u.bind(("127.0.0.1", 0))
+    p = u.getsockname()[1]
+    t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        t.bind(("127.0.0.1", p))
+    except OSError:
+        continue
+    print(p)
+    break
+EOF
+  else
+    local p
+    while :; do
+      p=$((20000 + RANDOM % 40000))
+      ss -Hlntu "sport = :$p" 2>/dev/null | grep -q . || { echo "$p"; return; }
+    done
+  fi
+}
+
+# Wait until `dig` gets NOERROR for SOA of the first zone (RD as given);
+# fail with the log if the process exits first.
+wait_ready() { # name pid port rd log
+  local name="$1" pid="$2" port="$3" rd="$4" log="$5" t0=$SECONDS
+  while [ $((SECONDS - t0)) -lt 30 ]; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "lab: $name exited; its log ($log):" >&2
+      tail -n 30 "$log" >&2 || true
+      return 1
+    fi
+    if dig @127.0.0.1 -p "$port" "${zones[0]}" SOA "$rd" +time=1 +tries=1 2>/dev/null \
+        | grep -q 'status: NOERROR'; then
+      return 0
+    fi
+    sleep 0.1
+  done
+  echo "lab: $name did not answer on 127.0.0.1:$port within 30 s; log ($log):" >&2
+  tail -n 30 "$log" >&2 || true
+  return 1
+}
+
+# Replace @KEY@ placeholders: render TEMPLATE OUT KEY=VALUE...
+render() {
+  local tpl="$1" out="$2" text kv
+  shift 2
+  shopt -u patsub_replacement 2>/dev/null || true  # bash 5.2: no '&' in replacements
+  text="$(cat "$tpl")"
+  for kv in "$@"; do
+    text="${text//@${kv%%=*}@/${kv#*=}}"
+  done
+  printf '%s\n' "$text" >"$out"
+}
+
+# Stop the process started last (a failed start) and forget it.
+forget_last() {
+  kill -TERM "${pids[-1]}" 2>/dev/null || true
+  wait "${pids[-1]}" 2>/dev/null || true
+  unset 'pids[-1]' 'names[-1]'
+}
+
+start() { # name log command...
+  local name="$1" log="$2"
+  shift 2
+  "$@" </dev/null >"$log" 2>&1 &
+  pids+=("$!")
+  names+=("$name")
+}
+
+# --- meridian ---------------------------------------------------------------
+"$meridian" check --config "$config" >"$dir/check.txt" 2>&1 \
+  || { cat "$dir/check.txt" >&2; die "meridian check --config $config failed"; }
+for attempt in 1 2 3 4 5; do
+  mport="$(free_port)"; hport="$(free_port)"
+  start meridian "$dir/meridian.log" "$meridian" serve --config "$config" \
+    --listen "127.0.0.1:$mport" --http-listen "127.0.0.1:$hport"
+  if wait_ready meridian "${pids[-1]}" "$mport" +norec "$dir/meridian.log"; then break; fi
+  forget_last
+  [ "$attempt" -lt 5 ] || die "meridian did not start"
+done
+
+# --- Unbound ----------------------------------------------------------------
+uport=""
+if [ "$unbound" = 1 ]; then
+  mkdir -p "$dir/unbound"
+  local_zones="" forward_zones=""
+  for z in "${zones[@]}"; do
+    local_zones+="    local-zone: \"$z\" transparent"$'\n'
+    forward_zones+="forward-zone:"$'\n'"    name: \"$z\""$'\n'"    forward-addr: 127.0.0.1@$mport"$'\n'
+  done
+  for attempt in 1 2 3 4 5; do
+    uport="$(free_port)"
+    render "$here/unbound.conf.in" "$dir/unbound/unbound.conf" \
+      "PORT=$uport" "DIR=$dir/unbound" "MERIDIAN_ADDR=127.0.0.1" \
+      "UNBOUND_LOCAL_ZONES=$local_zones" "UNBOUND_FORWARD_ZONES=$forward_zones"
+    unbound-checkconf "$dir/unbound/unbound.conf" >/dev/null \
+      || die "unbound-checkconf rejects $dir/unbound/unbound.conf"
+    start unbound "$dir/unbound/unbound.log" unbound -d -c "$dir/unbound/unbound.conf"
+    if wait_ready unbound "${pids[-1]}" "$uport" +rec "$dir/unbound/unbound.log"; then break; fi
+    forget_last
+    [ "$attempt" -lt 5 ] || die "unbound did not start"
+  done
+fi
+
+# --- PowerDNS Recursor --------------------------------------------------------
+pport=""
+if [ "$pdns" = 1 ]; then
+  mkdir -p "$dir/pdns"
+  ver="$(pdns_recursor --version 2>&1 | sed -n 's/.*Recursor \([0-9][0-9]*\)\.\([0-9][0-9]*\).*/\1 \2/p' | head -n1)"
+  read -r vmaj vmin <<<"${ver:-0 0}"
+  if [ "$vmaj" -gt 4 ] || { [ "$vmaj" -eq 4 ] && [ "$vmin" -ge 5 ]; }; then
+    allow=edns-subnet-allow-list
+  else
+    allow=edns-subnet-whitelist
+  fi
+  fwd=""
+  for z in "${zones[@]}"; do fwd+="${fwd:+, }${z%.}=127.0.0.1:$mport"; done
+  for attempt in 1 2 3 4 5; do
+    pport="$(free_port)"
+    render "$here/recursor.conf.in" "$dir/pdns/recursor.conf" \
+      "PORT=$pport" "DIR=$dir/pdns" "MERIDIAN_ADDR=127.0.0.1" \
+      "PDNS_FORWARD_ZONES=$fwd" "ECS_ALLOW_SETTING=$allow"
+    start pdns-recursor "$dir/pdns/recursor.log" pdns_recursor "--config-dir=$dir/pdns"
+    if wait_ready pdns-recursor "${pids[-1]}" "$pport" +rec "$dir/pdns/recursor.log"; then break; fi
+    forget_last
+    [ "$attempt" -lt 5 ] || die "pdns_recursor did not start"
+  done
+fi
+
+cat >"$dir/lab.env" <<EOF
+LAB_DIR=$dir
+LAB_MERIDIAN=127.0.0.1:$mport
+LAB_MERIDIAN_PORT=$mport
+LAB_METRICS=http://127.0.0.1:$hport/metrics
+LAB_UNBOUND=${uport:+127.0.0.1:$uport}
+LAB_UNBOUND_PORT=$uport
+LAB_PDNS=${pport:+127.0.0.1:$pport}
+LAB_PDNS_PORT=$pport
+LAB_PIDS="${pids[*]}"
+EOF
+
+{
+  echo "meridian lab is up (configs and logs in $dir)"
+  printf '  %-14s 127.0.0.1:%-6s pid %-8s metrics http://127.0.0.1:%s/metrics\n' meridian "$mport" "${pids[0]}" "$hport"
+  i=1
+  if [ -n "$uport" ]; then printf '  %-14s 127.0.0.1:%-6s pid %s\n' unbound "$uport" "${pids[$i]}"; i=$((i + 1)); fi
+  if [ -n "$pport" ]; then printf '  %-14s 127.0.0.1:%-6s pid %s\n' pdns-recursor "$pport" "${pids[$i]}"; fi
+  echo "  zones forwarded to meridian: ${zones[*]}"
+} >&2
+
+# --- --check NAME ---------------------------------------------------------------
+# The answer to NAME for one client subnet from one server, as one line:
+# sorted records, then the ECS scope if the response has one.
+answer() { # port rd name type subnet
+  local out scope
+  out="$(dig @127.0.0.1 -p "$1" "$3" "$4" "$2" "+subnet=$5" +time=3 +tries=2 2>&1)" || true
+  if ! grep -q 'status: NOERROR' <<<"$out"; then
+    st="$(sed -n 's/.*status: \([A-Z]*\),.*/\1/p' <<<"$out" | head -n1)"
+    echo "${st:-no answer}"
+    return
+  fi
+  scope="$(sed -n 's/.*CLIENT-SUBNET: [^ ]*\/[0-9]*\/\([0-9]*\).*/\1/p' <<<"$out" | head -n1)"
+  printf '%s%s\n' \
+    "$(awk '/^;; ANSWER SECTION:/{a=1;next} /^$/{a=0} a{print $4" "$5}' <<<"$out" | sort | paste -sd, -)" \
+    "${scope:+ scope /$scope}"
+}
+
+# The subnet a resolver sends upstream: the client's truncated to /24 (/56).
+upstream_subnet() {
+  if command -v python3 >/dev/null; then
+    python3 -c 'import ipaddress,sys; n=ipaddress.ip_network(sys.argv[1], strict=False); print(n.supernet(new_prefix=min(n.prefixlen, 24 if n.version == 4 else 56)))' "$1"
+  else
+    echo "$1"
+  fi
+}
+
+if [ -n "$check" ]; then
+  if [ ${#subnets[@]} -eq 0 ]; then
+    subnets=(8.8.8.0/24 85.214.0.0/24 133.242.0.0/24 200.160.0.0/24 1.128.0.0/24 41.0.0.0/24
+             2001:4860::/56 2a00:1450:4001::/56 2001:200::/56 2804:14c::/56)
+  fi
+  wrong=0
+  printf '%-22s %-5s %-10s %s\n' subnet type server answer
+  for s in "${subnets[@]}"; do
+    up="$(upstream_subnet "$s")"
+    for t in $qtypes; do
+      want="$(answer "$mport" +norec "$check" "$t" "$up")"
+      note=""
+      [ "$up" = "$s" ] || note="  (asked for $up, as the resolvers send it)"
+      printf '%-22s %-5s %-10s %s%s\n' "$s" "$t" meridian "$want" "$note"
+      want="${want% scope /*}"
+      for r in unbound pdns; do
+        if [ "$r" = unbound ]; then port="$uport"; else port="$pport"; fi
+        [ -n "$port" ] || continue
+        got="$(answer "$port" +rec "$check" "$t" "$s")"
+        verdict=ok
+        if [ "${got% scope /*}" != "$want" ]; then verdict=WRONG; wrong=$((wrong + 1)); fi
+        printf '%-22s %-5s %-10s %s  %s\n' "" "" "$r" "$got" "$verdict"
+      done
+    done
+  done
+  if [ "$wrong" -gt 0 ]; then
+    echo "lab: $wrong answer(s) through the resolvers differ from meridian's" >&2
+    exit 1
+  fi
+  echo "lab: every answer through the resolvers equals meridian's" >&2
+  exit 0
+fi
+
+# --- -- COMMAND -------------------------------------------------------------------
+if [ ${#cmd[@]} -gt 0 ]; then
+  set +e
+  (
+    set -a
+    # shellcheck disable=SC1091
+    . "$dir/lab.env"
+    set +a
+    exec "${cmd[@]}"
+  )
+  rc=$?
+  set -e
+  exit "$rc"
+fi
+
+# --- wait -------------------------------------------------------------------------
+# A name to suggest: the first [name."..."] of the config, else the zone's SOA.
+q="$(sed -n 's/^[[:space:]]*\[name\."\([^"]*\)"\][[:space:]]*$/\1/p' "$config" | head -n1)"
+if [ -n "$q" ]; then q="${q%.} A"; else q="${zones[0]%.} SOA"; fi
+{
+  echo "Try:"
+  if [ -n "$uport" ]; then echo "  dig @127.0.0.1 -p $uport $q +subnet=8.8.8.0/24        # through Unbound"; fi
+  if [ -n "$pport" ]; then echo "  dig @127.0.0.1 -p $pport $q +subnet=8.8.8.0/24        # through PowerDNS Recursor"; fi
+  echo "  dig @127.0.0.1 -p $mport $q +norec +subnet=8.8.8.0/24 # meridian itself"
+  echo "  curl -s http://127.0.0.1:$hport/metrics | grep queries_total"
+  echo "Ctrl-C stops everything."
+} >&2
+set +e
+wait -n "${pids[@]}"
+for i in "${!pids[@]}"; do
+  if ! kill -0 "${pids[$i]}" 2>/dev/null; then
+    echo "lab: ${names[$i]} (pid ${pids[$i]}) exited; stopping the lab" >&2
+  fi
+done
+exit 1
