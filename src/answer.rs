@@ -313,6 +313,19 @@ impl<'e> Ctx<'e> {
             }
         }
         if exact {
+            if depth == 0 {
+                if let Some(p) = encloser.prerendered(qtype) {
+                    w.put(&p.bytes);
+                    w.an += p.an;
+                    w.ns += p.ns;
+                    w.ar += p.ar;
+                    return if p.rcode == RCODE_NXDOMAIN {
+                        LookupRc::NxDomain
+                    } else {
+                        LookupRc::NoError
+                    };
+                }
+            }
             return self.answer_node(w, encloser, owner, qtype, depth);
         }
         // RFC 4592 §3.3.1: the source of synthesis is *.<closest encloser>.

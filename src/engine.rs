@@ -92,7 +92,9 @@ impl Engine {
     pub fn load_with(path: &Path, prev: Option<&Engine>) -> Result<Engine, LocatedError> {
         let src = Source::read(path)?;
         let cfg = src.parse()?;
-        build(&src, cfg, prev)
+        let mut engine = build(&src, cfg, prev)?;
+        crate::prerender::prerender(&mut engine);
+        Ok(engine)
     }
 
     pub fn zone_for(&self, name: &[u8]) -> Option<&Zone> {
@@ -362,7 +364,10 @@ fn build(src: &Source, cfg: ConfigFile, prev: Option<&Engine>) -> Result<Engine,
                         format!("geo name {name} uses locations but the config has no [geo] database"),
                     ));
                 }
-                Target::Geo(Box::new(GeoMap::compile(geo.as_deref(), &rules)))
+                let map = GeoMap::compile(geo.as_deref(), &rules);
+                families_everywhere(&map, &pools)
+                    .map_err(|m| src.err(span.clone(), format!("geo name {name}: {m}")))?;
+                Target::Geo(Box::new(map))
             }
             (Some(_), Some(_)) => {
                 return Err(src.err(span.clone(), "a name has either pool or geo, not both"))
@@ -422,6 +427,40 @@ fn build(src: &Source, cfg: ConfigFile, prev: Option<&Engine>) -> Result<Engine,
         allow_root: cfg.server.allow_root,
         rrl: crate::rrl::RrlConfig::from_cfg(src, cfg.server.rrl.as_ref())?,
     })
+}
+
+/// RFC 7871 §7.4: whether a name has addresses of a family must not depend
+/// on where the client is: a NODATA carries scope 0 and resolvers may cache
+/// it for every client. So either every pool list the map hands out has a
+/// member of the family (the failover walk finds it), or none has.
+fn families_everywhere(map: &GeoMap, pools: &[Pool]) -> Result<(), String> {
+    let mut used = vec![false; map.decision_count()];
+    for (_, id) in map.blocks() {
+        used[id as usize] = true;
+    }
+    let names = |id: usize| {
+        map.decision(id as u32)
+            .iter()
+            .map(|&p| pools[p].name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for (v6, fam, t) in [(false, "IPv4", "A"), (true, "IPv6", "AAAA")] {
+        let has = |id: usize| map.decision(id as u32).iter().any(|&p| !pools[p].family(v6).is_empty());
+        let ids = (0..used.len()).filter(|&i| used[i]);
+        let with = ids.clone().find(|&i| has(i));
+        let without = ids.clone().find(|&i| !has(i));
+        if let (Some(w), Some(wo)) = (with, without) {
+            return Err(format!(
+                "{t} records would exist for some clients only: pools [{}] have {fam} members, \
+                 pools [{}] have none, and a NODATA is cached for every client (RFC 7871 §7.4); \
+                 give every pool list an {fam} member, or none",
+                names(w),
+                names(wo)
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn ranged(

@@ -16,6 +16,7 @@ pub mod health;
 pub mod http;
 pub mod metrics;
 pub mod pool;
+pub mod prerender;
 pub mod render;
 pub mod rrl;
 pub mod run;

@@ -50,9 +50,29 @@ pub struct Node {
     pub dynamic: Option<u32>,
     /// Where each type came from, for error messages.
     pub origins: Vec<(u16, std::path::PathBuf, usize)>,
+    /// Answers rendered at load time (see `prerender`).
+    pub pre: Vec<crate::prerender::Prerendered>,
 }
 
 impl Node {
+    /// The pre-rendered answer for `qtype`, if this name has one.
+    #[inline]
+    pub fn prerendered(&self, qtype: u16) -> Option<&crate::prerender::Prerendered> {
+        let mut other = None;
+        for p in &self.pre {
+            if p.qtype == qtype {
+                return Some(p);
+            }
+            if p.qtype == crate::prerender::OTHER {
+                other = Some(p);
+            }
+        }
+        if crate::prerender::is_special(qtype) || self.rrset(qtype).is_some() {
+            return None;
+        }
+        other
+    }
+
     pub fn rrset(&self, rtype: u16) -> Option<&RRset> {
         self.rrsets.iter().find(|r| r.rtype == rtype)
     }
