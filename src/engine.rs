@@ -326,19 +326,60 @@ fn build(src: &Source, cfg: ConfigFile, prev: Option<&Engine>) -> Result<Engine,
                     if parsed.trunc() != parsed {
                         return Err(src.err(
                             span.clone(),
-                            format!("network {net} has host bits set (did you mean {})?", parsed.trunc()),
+                            format!(
+                                "network {net} has host bits set (did you mean {})?",
+                                parsed.trunc()
+                            ),
+                        ));
+                    }
+                    if rules.nets.iter().any(|(n, _)| *n == parsed) {
+                        return Err(src.err(
+                            span.clone(),
+                            format!("network {parsed} is listed twice in nets"),
                         ));
                     }
                     rules.nets.push((parsed, list(v)?));
                 }
+                // Keys are case-insensitive; a key that can never match a
+                // database record is an error, not a rule that silently
+                // never applies.
+                let key = |kind: &str, k: &str, ok: bool, want: &str| {
+                    if ok {
+                        Ok(k.trim().to_ascii_uppercase())
+                    } else {
+                        Err(src.err(span.clone(), format!("{kind} key {k:?} is not {want}")))
+                    }
+                };
+                let twice = |kind: &str, k: &str| {
+                    src.err(
+                        span.clone(),
+                        format!("{kind} {k:?} is listed twice (keys are case-insensitive)"),
+                    )
+                };
+                let cc = |c: &str| c.len() == 2 && c.bytes().all(|b| b.is_ascii_alphabetic());
                 for (k, v) in &g.subdivision {
-                    rules.subdivision.insert(k.to_ascii_uppercase(), list(v)?);
+                    let ok = matches!(k.trim().split_once('-'), Some((c, s)) if cc(c)
+                        && (1..=8).contains(&s.len())
+                        && s.bytes().all(|b| b.is_ascii_alphanumeric()));
+                    let up = key("subdivision", k, ok, "an ISO 3166-2 code like \"US-CA\"")?;
+                    if rules.subdivision.insert(up, list(v)?).is_some() {
+                        return Err(twice("subdivision", k));
+                    }
                 }
                 for (k, v) in &g.country {
-                    rules.country.insert(k.to_ascii_uppercase(), list(v)?);
+                    let up = key("country", k, cc(k.trim()), "an ISO 3166-1 code like \"DE\"")?;
+                    if rules.country.insert(up, list(v)?).is_some() {
+                        return Err(twice("country", k));
+                    }
                 }
                 for (k, v) in &g.continent {
-                    rules.continent.insert(k.to_ascii_uppercase(), list(v)?);
+                    let ok = ["AF", "AN", "AS", "EU", "NA", "OC", "SA"]
+                        .iter()
+                        .any(|c| c.eq_ignore_ascii_case(k.trim()));
+                    let up = key("continent", k, ok, "one of AF, AN, AS, EU, NA, OC, SA")?;
+                    if rules.continent.insert(up, list(v)?).is_some() {
+                        return Err(twice("continent", k));
+                    }
                 }
                 if let Some(near) = &g.nearest {
                     let mut out = Vec::new();
@@ -361,7 +402,9 @@ fn build(src: &Source, cfg: ConfigFile, prev: Option<&Engine>) -> Result<Engine,
                 if needs_db && geo.is_none() {
                     return Err(src.err(
                         span.clone(),
-                        format!("geo name {name} uses locations but the config has no [geo] database"),
+                        format!(
+                            "geo name {name} uses locations but the config has no [geo] database"
+                        ),
                     ));
                 }
                 let map = GeoMap::compile(geo.as_deref(), &rules);
@@ -446,7 +489,11 @@ fn families_everywhere(map: &GeoMap, pools: &[Pool]) -> Result<(), String> {
             .join(", ")
     };
     for (v6, fam, t) in [(false, "IPv4", "A"), (true, "IPv6", "AAAA")] {
-        let has = |id: usize| map.decision(id as u32).iter().any(|&p| !pools[p].family(v6).is_empty());
+        let has = |id: usize| {
+            map.decision(id as u32)
+                .iter()
+                .any(|&p| !pools[p].family(v6).is_empty())
+        };
         let ids = (0..used.len()).filter(|&i| used[i]);
         let with = ids.clone().find(|&i| has(i));
         let without = ids.clone().find(|&i| !has(i));
@@ -497,7 +544,9 @@ fn build_pool(
         return Err(src.err(p.span(), format!("pool {name:?} is empty")));
     }
     // A check by name; "none" (unless a table of that name exists) means no check.
-    let find_check = |c: &str, span: std::ops::Range<usize>| -> Result<Option<crate::health::Check>, LocatedError> {
+    let find_check = |c: &str,
+                      span: std::ops::Range<usize>|
+     -> Result<Option<crate::health::Check>, LocatedError> {
         match checks.get(c) {
             Some(x) => Ok(Some(x.clone())),
             None if c == "none" => Ok(None),

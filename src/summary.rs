@@ -53,7 +53,8 @@ pub fn lookup(config: &Path, name: &str, qtype: &str, client: &str) -> Result<St
         other => return Err(format!("lookup: --type must be A or AAAA, not {other:?}")),
     };
     let (addr, len) = parse_client(client)?;
-    let mut qname = Name::from_ascii(name).map_err(|err| format!("lookup: bad name {name:?}: {err}"))?;
+    let mut qname =
+        Name::from_ascii(name).map_err(|err| format!("lookup: bad name {name:?}: {err}"))?;
     qname.set_fqdn(true);
     let wire = wire_name(&qname);
     let qtext = name_text(&wire);
@@ -78,11 +79,15 @@ pub fn lookup(config: &Path, name: &str, qtype: &str, client: &str) -> Result<St
     let mut scratch = Scratch::default();
     let mut out = vec![0u8; 65535];
     let mut outcome = Outcome::default();
-    let t = Transport { src: addr, tcp: true };
+    let t = Transport {
+        src: addr,
+        tcp: true,
+    };
     let rlen = e
         .answer(&req, t, &mut scratch, &mut out, &mut outcome)
         .ok_or("lookup: the query was not answered")?;
-    let resp = Message::from_vec(&out[..rlen]).map_err(|err| format!("lookup: bad response: {err}"))?;
+    let resp =
+        Message::from_vec(&out[..rlen]).map_err(|err| format!("lookup: bad response: {err}"))?;
     let mut records: Vec<String> = resp.answers.iter().map(|r| r.to_string()).collect();
     let rcode = resp.metadata.response_code;
     let scope = outcome.scope.unwrap_or(0);
@@ -122,7 +127,10 @@ pub fn lookup(config: &Path, name: &str, qtype: &str, client: &str) -> Result<St
     let mut why_scope = String::new();
     match &binding.target {
         Target::Pool(p) => {
-            s += &format!("name:     {qtext} {qtype}{via}: pool {}, mode {mode}\n", e.pools[*p].name);
+            s += &format!(
+                "name:     {qtext} {qtype}{via}: pool {}, mode {mode}\n",
+                e.pools[*p].name
+            );
             s += &format!("client:   {client_text}\n");
             s += "location: not used (a plain pool answers every client alike)\n";
             s += "rule:     none\n";
@@ -134,9 +142,11 @@ pub fn lookup(config: &Path, name: &str, qtype: &str, client: &str) -> Result<St
             let d = map.explain(e.geo.as_deref(), at);
             let special = crate::geo::special_block(ecs.addr());
             match (len, special) {
-                (0, _) => s += &format!(
-                    "client:   {client_text} (SOURCE 0: decided on the source address {at})\n"
-                ),
+                (0, _) => {
+                    s += &format!(
+                        "client:   {client_text} (SOURCE 0: decided on the source address {at})\n"
+                    )
+                }
                 (_, Some(blk)) => {
                     s += &format!(
                         "client:   {client_text} is special-purpose space {blk}: ECS ignored, \
@@ -177,7 +187,10 @@ pub fn lookup(config: &Path, name: &str, qtype: &str, client: &str) -> Result<St
     }
     if records.is_empty() {
         let why = if rcode == ResponseCode::NoError {
-            format!("NODATA (no {} member is available)", if v6 { "IPv6" } else { "IPv4" })
+            format!(
+                "NODATA (no {} member is available)",
+                if v6 { "IPv6" } else { "IPv4" }
+            )
         } else {
             rcode_name(rcode)
         };
@@ -215,7 +228,9 @@ fn parse_client(client: &str) -> Result<(IpAddr, u8), String> {
         Some(l) => l.trim().parse::<u8>().map_err(|_| bad())?,
     };
     if len > max {
-        return Err(format!("lookup: prefix /{len} is longer than the address family allows (/{max})"));
+        return Err(format!(
+            "lookup: prefix /{len} is longer than the address family allows (/{max})"
+        ));
     }
     Ok((addr, len))
 }

@@ -109,7 +109,11 @@ fn raw_packets_over_both_transports() {
             // SOURCE 0, either family: the source address, scope 0.
             for fam in [1u16, 2] {
                 let r = c.ask(&query(1, NAME, t, Some(&ecs_option(fam, 0, 0, &[]))));
-                assert_eq!(r.addrs(), pool(src, v6), "SOURCE 0 family {fam} via {server}");
+                assert_eq!(
+                    r.addrs(),
+                    pool(src, v6),
+                    "SOURCE 0 family {fam} via {server}"
+                );
                 assert_eq!(r.ecs, Some((fam, 0, 0, vec![])));
             }
             // Special space: the source address, scope = the special block.
@@ -177,7 +181,9 @@ fn ipv4_mapped_source_is_located_as_ipv4() {
             src: src.parse::<IpAddr>().unwrap(),
             tcp: false,
         };
-        let n = e.answer(&req, t, &mut Scratch::default(), &mut out, &mut o).unwrap();
+        let n = e
+            .answer(&req, t, &mut Scratch::default(), &mut out, &mut o)
+            .unwrap();
         parse(&out[..n])
     };
     for (src, p) in [

@@ -23,25 +23,52 @@ fn malformed() -> Vec<(&'static str, Vec<u8>)> {
     vec![
         ("unknown family 3", ecs_option(3, 0, 0, &[])),
         ("unknown family 0", ecs_option(0, 8, 0, &[8])),
-        ("unknown family 3 with address", ecs_option(3, 24, 0, &[8, 8, 8])),
+        (
+            "unknown family 3 with address",
+            ecs_option(3, 24, 0, &[8, 8, 8]),
+        ),
         ("IPv4 source 33", ecs_option(1, 33, 0, &[8, 8, 8, 8, 0])),
-        ("IPv4 source 33, 4 octets", ecs_option(1, 33, 0, &[8, 8, 8, 8])),
+        (
+            "IPv4 source 33, 4 octets",
+            ecs_option(1, 33, 0, &[8, 8, 8, 8]),
+        ),
         ("IPv6 source 129", ecs_option(2, 129, 0, &[0x20; 17])),
-        ("IPv4 /24 with 4 octets", ecs_option(1, 24, 0, &[8, 8, 8, 0])),
+        (
+            "IPv4 /24 with 4 octets",
+            ecs_option(1, 24, 0, &[8, 8, 8, 0]),
+        ),
         ("IPv4 /24 with 2 octets", ecs_option(1, 24, 0, &[8, 8])),
         ("IPv4 /0 with 1 octet", ecs_option(1, 0, 0, &[0])),
-        ("IPv6 /56 with 8 octets", ecs_option(2, 56, 0, &[0x20, 1, 0x48, 0x60, 0, 0, 0, 0])),
+        (
+            "IPv6 /56 with 8 octets",
+            ecs_option(2, 56, 0, &[0x20, 1, 0x48, 0x60, 0, 0, 0, 0]),
+        ),
         ("IPv6 /56 with 16 octets", ecs_option(2, 56, 0, &[0x20; 16])),
         ("IPv4 /23 bit 24 set", ecs_option(1, 23, 0, &[8, 8, 9])),
-        ("IPv4 /25 bit 26 set", ecs_option(1, 25, 0, &[8, 8, 8, 0x40])),
+        (
+            "IPv4 /25 bit 26 set",
+            ecs_option(1, 25, 0, &[8, 8, 8, 0x40]),
+        ),
         ("IPv4 /1 low bits set", ecs_option(1, 1, 0, &[0xC0])),
-        ("IPv6 /57 bit 58 set", ecs_option(2, 57, 0, &[0x2a, 0, 0x14, 0x50, 0x40, 0x01, 0, 0x20])),
+        (
+            "IPv6 /57 bit 58 set",
+            ecs_option(2, 57, 0, &[0x2a, 0, 0x14, 0x50, 0x40, 0x01, 0, 0x20]),
+        ),
         ("non-zero scope", ecs_option(1, 24, 24, &[8, 8, 8])),
         ("non-zero scope, source 0", ecs_option(1, 0, 1, &[])),
-        ("non-zero scope, IPv6", ecs_option(2, 56, 56, &[0x2a, 0, 0x14, 0x50, 0x40, 0x01, 0])),
+        (
+            "non-zero scope, IPv6",
+            ecs_option(2, 56, 56, &[0x2a, 0, 0x14, 0x50, 0x40, 0x01, 0]),
+        ),
         ("two ECS options", [good.clone(), good.clone()].concat()),
-        ("two different ECS options", [good.clone(), ecs_option(2, 0, 0, &[])].concat()),
-        ("ECS after a bad one", [ecs_option(1, 24, 0, &[8, 8]), good].concat()),
+        (
+            "two different ECS options",
+            [good.clone(), ecs_option(2, 0, 0, &[])].concat(),
+        ),
+        (
+            "ECS after a bad one",
+            [ecs_option(1, 24, 0, &[8, 8]), good].concat(),
+        ),
         ("option of 3 octets", opt(&[0, 1, 24])),
         ("option of 2 octets", opt(&[0, 1])),
         ("option of 0 octets", opt(&[])),
@@ -61,14 +88,20 @@ fn malformed_ecs_is_formerr_with_question_and_opt() {
                 assert!(r.flags & 0x8000 != 0, "QR");
                 assert_eq!(r.qd, 1, "{what}: question echoed");
                 assert_eq!(r.question.as_deref(), Some(&question[..]), "{what}");
-                assert!(r.answer.is_empty() && r.authority.is_empty(), "{what}: {r:?}");
+                assert!(
+                    r.answer.is_empty() && r.authority.is_empty(),
+                    "{what}: {r:?}"
+                );
                 assert!(r.opt.is_some(), "{what}: the OPT is echoed");
                 assert_eq!(r.ecs, None, "{what}: a malformed ECS is not echoed");
             }
         }
     }
     // Still serving.
-    assert_eq!(c.geo("geo.geo.test.", A, "8.8.8.0".parse().unwrap(), 24), (pool4("na"), 9));
+    assert_eq!(
+        c.geo("geo.geo.test.", A, "8.8.8.0".parse().unwrap(), 24),
+        (pool4("na"), 9)
+    );
 }
 
 #[test]
@@ -77,13 +110,19 @@ fn malformed_ecs_is_formerr_by_dig() {
     let cases: &[(&str, &[&str])] = &[
         ("unknown family", &["+ednsopt=8:00030000"]),
         ("IPv4 source 33", &["+ednsopt=8:0001210008080808ff"]),
-        ("IPv6 source 129", &["+ednsopt=8:00028100200100000000000000000000000000000000"]),
+        (
+            "IPv6 source 129",
+            &["+ednsopt=8:00028100200100000000000000000000000000000000"],
+        ),
         ("too many octets", &["+ednsopt=8:0001180008080800"]),
         ("too few octets", &["+ednsopt=8:000118000808"]),
         ("bits past source", &["+ednsopt=8:0001170008080900"]),
         ("bits past source /23", &["+ednsopt=8:00011700080809"]),
         ("non-zero scope", &["+ednsopt=8:00011818080808"]),
-        ("two ECS", &["+ednsopt=8:00011800080808", "+ednsopt=8:00011800080808"]),
+        (
+            "two ECS",
+            &["+ednsopt=8:00011800080808", "+ednsopt=8:00011800080808"],
+        ),
         ("3 octets", &["+ednsopt=8:000118"]),
         ("empty", &["+ednsopt=8"]),
     ];
@@ -93,7 +132,11 @@ fn malformed_ecs_is_formerr_by_dig() {
             assert_eq!(d.status, "FORMERR", "{what}:\n{}", d.text);
             assert!(d.has_opt, "{what}: OPT echoed:\n{}", d.text);
             assert!(d.subnet.is_none(), "{what}:\n{}", d.text);
-            assert!(d.text.contains(";; QUESTION SECTION:"), "{what}:\n{}", d.text);
+            assert!(
+                d.text.contains(";; QUESTION SECTION:"),
+                "{what}:\n{}",
+                d.text
+            );
         }
     }
     // A well-formed option given the same way works.
@@ -110,7 +153,9 @@ fn echo_subnets() -> Vec<(IpAddr, u8)> {
         v.push((IpAddr::V4(rng.public_v4()), len));
     }
     v.push(("85.214.12.34".parse().unwrap(), 24));
-    for len in [0u8, 1, 3, 16, 20, 32, 33, 47, 48, 55, 56, 57, 63, 64, 96, 127, 128] {
+    for len in [
+        0u8, 1, 3, 16, 20, 32, 33, 47, 48, 55, 56, 57, 63, 64, 96, 127, 128,
+    ] {
         v.push((IpAddr::V6(rng.public_v6()), len));
     }
     v.push(("2a00:1450:4001:81a::200e".parse().unwrap(), 56));
@@ -149,7 +194,11 @@ fn echo_is_byte_exact_on_every_response() {
                 assert_eq!(r.rcode, rcode, "{name} {qtype} {addr}/{len}: {r:?}");
                 assert_eq!(r.ecs_count, 1, "one ECS in the echo");
                 let (f, src, scope, a) = r.ecs.clone().unwrap();
-                assert_eq!((f, src, &a), (fam, len, &octets), "{name} {addr}/{len}: echo changed");
+                assert_eq!(
+                    (f, src, &a),
+                    (fam, len, &octets),
+                    "{name} {addr}/{len}: echo changed"
+                );
                 // The harness's reader agrees, and the option is exactly
                 // 4 + ceil(SOURCE/8) octets long.
                 assert_eq!(common::ecs_raw(&r.raw), Some((f, src, scope, a.clone())));
@@ -164,7 +213,11 @@ fn echo_is_byte_exact_on_every_response() {
             }
             // Without ECS there is no ECS in the response; without EDNS, no OPT.
             let r = c.ask(&query(7, name, qtype, Some(&[])));
-            assert_eq!((r.rcode, r.opt.is_some(), r.ecs_count), (rcode, true, 0), "{name}");
+            assert_eq!(
+                (r.rcode, r.opt.is_some(), r.ecs_count),
+                (rcode, true, 0),
+                "{name}"
+            );
             let r = c.ask(&query(7, name, qtype, None));
             assert_eq!((r.rcode, r.opt.is_some()), (rcode, false), "{name}");
         }
@@ -179,27 +232,52 @@ fn referral_and_negative_answers_carry_the_echo() {
     // Referral: NS in authority, glue in additional, AA clear, scope 0.
     let r = c.ask(&q("host.sub.geo.test.", A));
     assert!(!r.aa());
-    assert_eq!(r.authority.iter().map(|x| x.rtype).collect::<Vec<_>>(), vec![NS]);
+    assert_eq!(
+        r.authority.iter().map(|x| x.rtype).collect::<Vec<_>>(),
+        vec![NS]
+    );
     assert!(r.additional.iter().any(|x| x.rtype == A));
     assert_eq!(r.ecs, Some((1, 24, 0, vec![8, 8, 8])));
     // NXDOMAIN and NODATA: the SOA, scope 0.
-    for (name, t, rc) in [("nope.geo.test.", A, NXDOMAIN), ("www.geo.test.", MX, NOERROR), ("geo.geo.test.", MX, NOERROR)] {
+    for (name, t, rc) in [
+        ("nope.geo.test.", A, NXDOMAIN),
+        ("www.geo.test.", MX, NOERROR),
+        ("geo.geo.test.", MX, NOERROR),
+    ] {
         let r = c.ask(&q(name, t));
         assert_eq!(r.rcode, rc);
         assert!(r.answer.is_empty());
-        assert_eq!(r.authority.iter().map(|x| x.rtype).collect::<Vec<_>>(), vec![SOA]);
+        assert_eq!(
+            r.authority.iter().map(|x| x.rtype).collect::<Vec<_>>(),
+            vec![SOA]
+        );
         assert_eq!(r.ecs, Some((1, 24, 0, vec![8, 8, 8])), "{name}");
     }
     // REFUSED (outside our zones; class CH) and NOTIMP keep the echo too.
     let r = c.ask(&q("example.org.", A));
-    assert_eq!((r.rcode, r.ecs.clone()), (REFUSED, Some((1, 24, 0, vec![8, 8, 8]))));
-    let ch = query_class(9, "geo.geo.test.", A, 3, Some(&ecs_for("8.8.8.0".parse().unwrap(), 24)));
+    assert_eq!(
+        (r.rcode, r.ecs.clone()),
+        (REFUSED, Some((1, 24, 0, vec![8, 8, 8])))
+    );
+    let ch = query_class(
+        9,
+        "geo.geo.test.",
+        A,
+        3,
+        Some(&ecs_for("8.8.8.0".parse().unwrap(), 24)),
+    );
     let r = c.ask(&ch);
-    assert_eq!((r.rcode, r.ecs.clone()), (REFUSED, Some((1, 24, 0, vec![8, 8, 8]))));
+    assert_eq!(
+        (r.rcode, r.ecs.clone()),
+        (REFUSED, Some((1, 24, 0, vec![8, 8, 8])))
+    );
     let mut notimp = q("geo.geo.test.", A);
     notimp[2] |= 2 << 3; // opcode 2 (STATUS)
     let r = c.ask(&notimp);
-    assert_eq!((r.rcode, r.ecs.clone()), (NOTIMP, Some((1, 24, 0, vec![8, 8, 8]))));
+    assert_eq!(
+        (r.rcode, r.ecs.clone()),
+        (NOTIMP, Some((1, 24, 0, vec![8, 8, 8])))
+    );
     // A CNAME to a geo name is tailored: the chain takes the geo scope.
     let r = c.ask(&q("alias.geo.test.", A));
     assert_eq!(r.answer[0].rtype, CNAME);
@@ -235,16 +313,40 @@ fn echo_and_scope_by_dig() {
     let d = dig(s.addr, "host.sub.geo.test.", "A", &["+subnet=8.8.8.0/24"]);
     assert_eq!(d.authority_types, vec!["NS"]);
     assert!(!d.flags.contains("aa"));
-    for subnet in ["85.214.0.0/24", "133.242.0.0/24", "2001:4860::/56", "10.0.0.0/8"] {
-        let d = dig(s.addr, "same.geo.test.", "A", &[&format!("+subnet={subnet}")]);
+    for subnet in [
+        "85.214.0.0/24",
+        "133.242.0.0/24",
+        "2001:4860::/56",
+        "10.0.0.0/8",
+    ] {
+        let d = dig(
+            s.addr,
+            "same.geo.test.",
+            "A",
+            &[&format!("+subnet={subnet}")],
+        );
         assert_eq!(d.addrs, pool4("one"));
         assert_eq!(d.subnet, Some(format!("{subnet}/0")), "{}", d.text);
     }
     // Odd source lengths come back unchanged.
-    for subnet in ["8.8.8.8/32", "8.8.0.0/17", "8.0.0.0/7", "2a00:1450:4001:800::/57", "2a00::/9"] {
-        let d = dig(s.addr, "geo.geo.test.", "A", &[&format!("+subnet={subnet}")]);
+    for subnet in [
+        "8.8.8.8/32",
+        "8.8.0.0/17",
+        "8.0.0.0/7",
+        "2a00:1450:4001:800::/57",
+        "2a00::/9",
+    ] {
+        let d = dig(
+            s.addr,
+            "geo.geo.test.",
+            "A",
+            &[&format!("+subnet={subnet}")],
+        );
         let echoed = d.subnet.clone().unwrap();
-        assert!(echoed.starts_with(&format!("{subnet}/")), "{subnet}: {echoed}");
+        assert!(
+            echoed.starts_with(&format!("{subnet}/")),
+            "{subnet}: {echoed}"
+        );
     }
     // No ECS in the query: none in the answer.
     let d = dig(s.addr, "geo.geo.test.", "A", &[]);

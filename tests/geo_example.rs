@@ -38,8 +38,18 @@ fn readme_subnets_by_dig() {
         for (qtype, v6) in [("A", false), ("AAAA", true)] {
             let d = dig(s.addr, NAME, qtype, &[&format!("+subnet={subnet}")]);
             assert_eq!(d.status, "NOERROR", "{subnet} {qtype}:\n{}", d.text);
-            assert_eq!(d.addrs, sorted(example_pool(pool, v6)), "{subnet} {qtype}:\n{}", d.text);
-            assert_eq!(d.subnet.as_deref(), Some(format!("{subnet}/{scope}").as_str()), "{}", d.text);
+            assert_eq!(
+                d.addrs,
+                sorted(example_pool(pool, v6)),
+                "{subnet} {qtype}:\n{}",
+                d.text
+            );
+            assert_eq!(
+                d.subnet.as_deref(),
+                Some(format!("{subnet}/{scope}").as_str()),
+                "{}",
+                d.text
+            );
             assert!(d.scope() > 0);
             assert!(d.flags.contains("aa"), "{}", d.text);
             // The same over TCP.

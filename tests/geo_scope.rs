@@ -33,6 +33,9 @@ struct Run {
     /// block with the same answer and scope proves the block not maximal.
     /// (False for nearest mode: lists can share a first pool.)
     strict_max: bool,
+    /// An independent expectation: the IPv4 answer set for an address,
+    /// worked out from the database's CSV and the rules by the test.
+    oracle: Option<Box<dyn Fn(IpAddr) -> Vec<String>>>,
 }
 
 /// Counters, to show the run did real work.
@@ -43,14 +46,17 @@ struct Stats {
     longer_than_source: usize,
     shorter_than_source: usize,
     max_checked: usize,
+    oracle_checked: usize,
 }
 
 fn overlaps_special(first: IpAddr, last: IpAddr) -> bool {
-    meridian::geo::special_blocks().iter().any(|b| match (b, first, last) {
-        (IpNet::V4(b), IpAddr::V4(f), IpAddr::V4(l)) => b.network() <= l && f <= b.broadcast(),
-        (IpNet::V6(b), IpAddr::V6(f), IpAddr::V6(l)) => b.network() <= l && f <= b.broadcast(),
-        _ => false,
-    })
+    meridian::geo::special_blocks()
+        .iter()
+        .any(|b| match (b, first, last) {
+            (IpNet::V4(b), IpAddr::V4(f), IpAddr::V4(l)) => b.network() <= l && f <= b.broadcast(),
+            (IpNet::V6(b), IpAddr::V6(f), IpAddr::V6(l)) => b.network() <= l && f <= b.broadcast(),
+            _ => false,
+        })
 }
 
 impl Run {
@@ -66,7 +72,20 @@ impl Run {
             st.samples += 1;
             st.queries += 1;
             assert!(!set.is_empty(), "{addr}/{len}: empty answer");
-            assert!(s > 0, "{} {addr}/{len}: scope 0 for a tailored answer", self.name);
+            if let (Some(o), A) = (&self.oracle, qtype) {
+                assert_eq!(
+                    set,
+                    o(masked),
+                    "{} {addr}/{len}: not the configured pools",
+                    self.name
+                );
+                st.oracle_checked += 1;
+            }
+            assert!(
+                s > 0,
+                "{} {addr}/{len}: scope 0 for a tailored answer",
+                self.name
+            );
             if s > len {
                 st.longer_than_source += 1;
             } else if s < len {
@@ -97,7 +116,11 @@ impl Run {
             if overlaps_special(pfirst, plast) {
                 continue;
             }
-            let sibling = if pfirst == first { step(last, 1) } else { pfirst };
+            let sibling = if pfirst == first {
+                step(last, 1)
+            } else {
+                pfirst
+            };
             let (set3, s3) = c.geo(self.name, qtype, sibling, s);
             st.queries += 1;
             assert!(
@@ -135,13 +158,14 @@ fn edges(nets: &[IpNet]) -> Vec<IpAddr> {
     v
 }
 
-/// The full property run for one name.
-fn prove(run: &Run, nets: &[IpNet], seed: u64, random: usize) -> Stats {
+/// The full property run for one name: the edges of `edge_nets`, then
+/// `random` addresses (some anywhere, some inside `nets`).
+fn prove(run: &Run, edge_nets: &[IpNet], nets: &[IpNet], seed: u64, random: usize) -> Stats {
     let mut c = Client::new(run.server);
     let mut rng = Rng(seed);
     let mut st = Stats::default();
-    // Block edges of every database network (and of nets overrides).
-    for a in edges(nets) {
+    // Block edges of the database networks (and of nets overrides).
+    for a in edges(edge_nets) {
         let lens: &[u8] = if a.is_ipv4() { &[32, 24] } else { &[128, 56] };
         for &l in lens {
             run.check(&mut c, &mut rng, &mut st, a, l);
@@ -154,7 +178,10 @@ fn prove(run: &Run, nets: &[IpNet], seed: u64, random: usize) -> Stats {
             2 => (IpAddr::V4(rng.public_v4()), 32),
             3 => (IpAddr::V4(rng.public_v4()), 1 + rng.below(32) as u8),
             4 => (IpAddr::V6(rng.public_v6()), 56),
-            5 => (IpAddr::V6(rng.public_v6()), [48, 64, 128, 1 + rng.below(128) as u8][rng.below(4) as usize]),
+            5 => (
+                IpAddr::V6(rng.public_v6()),
+                [48, 64, 128, 1 + rng.below(128) as u8][rng.below(4) as usize],
+            ),
             _ => {
                 let n = nets[rng.below(nets.len() as u64) as usize];
                 let a = inside(&mut rng, n.network(), n.prefix_len());
@@ -185,27 +212,52 @@ fn bundled_example_blocks_are_exact() {
         server: s.addr,
         name: "geo.example.test.",
         strict_max: true,
+        oracle: Some(Box::new(csv_oracle(
+            &std::fs::read_to_string(common::root().join("geo/example.csv")).unwrap(),
+            example_rule,
+        ))),
     };
-    let st = prove(&run, &example_nets(), 0x9e37_79b9_7f4a_7c15, 2400);
+    let st = prove(
+        &run,
+        &example_nets(),
+        &example_nets(),
+        0x9e37_79b9_7f4a_7c15,
+        2400,
+    );
     eprintln!("{st:?}");
     assert!(st.samples > 4000 && st.max_checked > 1000, "{st:?}");
-    assert!(st.longer_than_source > 0 && st.shorter_than_source > 1000, "{st:?}");
+    assert!(st.oracle_checked > 2000, "{st:?}");
+    assert!(
+        st.longer_than_source > 0 && st.shorter_than_source > 1000,
+        "{st:?}"
+    );
 }
 
 #[test]
 fn precedence_and_nearest_blocks_are_exact() {
     let s = Server::start(&rules_config(), &[]);
     let mut nets = example_nets();
-    for n in ["8.8.8.0/24", "8.8.0.0/16", "8.128.0.0/24", "2001:4860:4860::/64", "85.214.0.0/16"] {
+    for n in [
+        "8.8.8.0/24",
+        "8.8.0.0/16",
+        "8.128.0.0/24",
+        "2001:4860:4860::/64",
+        "85.214.0.0/16",
+    ] {
         nets.push(n.parse().unwrap());
     }
-    for (name, strict, seed) in [("prec.geo.test.", true, 7u64), ("near.geo.test.", false, 11), ("geo.geo.test.", true, 13)] {
+    for (name, strict, seed) in [
+        ("prec.geo.test.", true, 7u64),
+        ("near.geo.test.", false, 11),
+        ("geo.geo.test.", true, 13),
+    ] {
         let run = Run {
             server: s.addr,
             name,
             strict_max: strict,
+            oracle: None,
         };
-        let st = prove(&run, &nets, seed, 600);
+        let st = prove(&run, &nets, &nets, seed, 600);
         eprintln!("{name}: {st:?}");
         assert!(st.samples > 1000, "{st:?}");
     }
@@ -239,8 +291,17 @@ fn dense_csv(rng: &mut Rng) -> String {
             if cur + size > end as u64 {
                 break;
             }
-            row(&mut out, format!("{}/{len}", Ipv4Addr::from(cur as u32)), rng);
-            cur += size + if rng.below(3) == 0 { size * rng.below(4) } else { 0 };
+            row(
+                &mut out,
+                format!("{}/{len}", Ipv4Addr::from(cur as u32)),
+                rng,
+            );
+            cur += size
+                + if rng.below(3) == 0 {
+                    size * rng.below(4)
+                } else {
+                    0
+                };
         }
     }
     // IPv6: 2400::/16, networks /24../72.
@@ -256,10 +317,65 @@ fn dense_csv(rng: &mut Rng) -> String {
             break;
         }
         row(&mut out, format!("{}/{len}", Ipv6Addr::from(cur)), rng);
-        cur += size + if rng.below(3) == 0 { size * rng.below(4) as u128 } else { 0 };
+        cur += size
+            + if rng.below(3) == 0 {
+                size * rng.below(4) as u128
+            } else {
+                0
+            };
         n += 1;
     }
     out
+}
+
+/// An IPv4 answer worked out from a mkgeo CSV's rows and a rule function
+/// of (continent, country); `None` = not in the database.
+fn csv_oracle(
+    csv: &str,
+    rule: fn(Option<(&str, &str)>) -> Vec<&'static str>,
+) -> impl Fn(IpAddr) -> Vec<String> {
+    let rows: Vec<(IpNet, String, String)> = csv
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with("network,"))
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (f[0].parse().unwrap(), f[1].to_string(), f[2].to_string())
+        })
+        .collect();
+    move |a: IpAddr| {
+        let place = rows
+            .iter()
+            .find(|r| r.0.contains(&a))
+            .map(|r| (r.1.as_str(), r.2.as_str()));
+        let mut v: Vec<String> = rule(place).into_iter().map(String::from).collect();
+        v.sort();
+        v
+    }
+}
+
+/// The dense config: country JP, then continent, then default.
+fn dense_rule(place: Option<(&str, &str)>) -> Vec<&'static str> {
+    match place {
+        Some((_, "JP")) => vec!["192.0.2.6"],
+        Some(("NA", _)) => vec!["192.0.2.1", "192.0.2.11"],
+        Some(("EU", _)) => vec!["192.0.2.2"],
+        Some(("AS", _)) => vec!["192.0.2.3"],
+        Some(("SA", _)) => vec!["192.0.2.4"],
+        Some(("OC", _)) => vec!["192.0.2.5"],
+        _ => vec!["192.0.2.9"],
+    }
+}
+
+/// zones/meridian.toml: continent rules, then default.
+fn example_rule(place: Option<(&str, &str)>) -> Vec<&'static str> {
+    match place.map(|p| p.0) {
+        Some("NA") => vec!["192.0.2.100", "192.0.2.101"],
+        Some("EU") => vec!["198.51.100.100", "198.51.100.101"],
+        Some("AS") => vec!["203.0.113.100", "203.0.113.101"],
+        Some("SA") => vec!["203.0.113.200"],
+        _ => vec!["192.0.2.200"],
+    }
 }
 
 #[test]
@@ -307,16 +423,21 @@ default = ["def"]
         server: s.addr,
         name: "geo.geo.test.",
         strict_max: true,
+        oracle: Some(Box::new(csv_oracle(
+            &std::fs::read_to_string(&csv).unwrap(),
+            dense_rule,
+        ))),
     };
     // Edges of a sample of the networks (all of them would be slow), then
     // random addresses, most inside the dense ranges.
     let mut sample: Vec<IpNet> = nets.iter().step_by(3).copied().collect();
     sample.truncate(250);
-    let st = prove(&run, &sample, 0x1234_5678, 0);
-    let st2 = prove(&run, &nets, 0x8765_4321, 1600);
+    let st = prove(&run, &sample, &nets, 0x1234_5678, 0);
+    let st2 = prove(&run, &[], &nets, 0x8765_4321, 2000);
     eprintln!("{st:?} {st2:?}");
     assert!(st.max_checked + st2.max_checked > 1000);
     assert!(st.longer_than_source + st2.longer_than_source > 100);
+    assert!(st.oracle_checked + st2.oracle_checked > 4000);
 }
 
 /// The same proof through dig for a few subnets: the block's first and last
@@ -325,21 +446,39 @@ default = ["def"]
 fn blocks_are_exact_by_dig() {
     let s = Server::example();
     let mut rng = Rng(0x00d1_90d1);
-    let mut subnets: Vec<(IpAddr, u8)> = ["8.8.8.0/24", "85.214.0.0/24", "133.242.0.0/24", "200.160.0.0/24", "203.0.0.0/24", "203.0.0.128/25", "5.2.127.0/24", "2001:4860::/56", "2a00:1450:4001::/56"]
-        .iter()
-        .map(|s| {
-            let (a, l) = s.split_once('/').unwrap();
-            (a.parse().unwrap(), l.parse().unwrap())
-        })
-        .collect();
+    let mut subnets: Vec<(IpAddr, u8)> = [
+        "8.8.8.0/24",
+        "85.214.0.0/24",
+        "133.242.0.0/24",
+        "200.160.0.0/24",
+        "203.0.0.0/24",
+        "203.0.0.128/25",
+        "5.2.127.0/24",
+        "2001:4860::/56",
+        "2a00:1450:4001::/56",
+    ]
+    .iter()
+    .map(|s| {
+        let (a, l) = s.split_once('/').unwrap();
+        (a.parse().unwrap(), l.parse().unwrap())
+    })
+    .collect();
     for _ in 0..8 {
         subnets.push((IpAddr::V4(rng.public_v4()), 24));
     }
     let ask = |a: IpAddr, l: u8| {
-        let d = dig(s.addr, "geo.example.test.", "A", &[&format!("+subnet={a}/{l}")]);
+        let d = dig(
+            s.addr,
+            "geo.example.test.",
+            "A",
+            &[&format!("+subnet={a}/{l}")],
+        );
         assert_eq!(d.status, "NOERROR", "{}", d.text);
         let echoed = d.subnet.clone().unwrap();
-        assert!(echoed.starts_with(&format!("{}/{l}/", block(a, l).0)), "{echoed}");
+        assert!(
+            echoed.starts_with(&format!("{}/{l}/", block(a, l).0)),
+            "{echoed}"
+        );
         (d.addrs.clone(), d.scope())
     };
     for (a, l) in subnets {
@@ -347,8 +486,17 @@ fn blocks_are_exact_by_dig() {
         assert!(sc > 0);
         let (first, last) = block(block(a, l).0, sc);
         let full = max_len(a);
-        for (p, pl) in [(first, sc), (first, full), (last, full), (inside(&mut rng, first, sc), full)] {
-            assert_eq!(ask(p, pl), (set.clone(), sc), "{a}/{l} -> {first}/{sc}; {p}/{pl}");
+        for (p, pl) in [
+            (first, sc),
+            (first, full),
+            (last, full),
+            (inside(&mut rng, first, sc), full),
+        ] {
+            assert_eq!(
+                ask(p, pl),
+                (set.clone(), sc),
+                "{a}/{l} -> {first}/{sc}; {p}/{pl}"
+            );
         }
     }
 }

@@ -260,3 +260,55 @@ fn when_all_down_policies() {
         (ResponseCode::NoError, set(&["127.0.0.61"]), vec![9])
     );
 }
+
+#[test]
+fn nearest_mode_fails_over_to_the_next_nearest() {
+    // Pools at the sites of tests/data/geo/rules.toml; for a client in
+    // 41.0.0.0/24 (Johannesburg in geo/example.mmdb) the order is
+    // sa, eu, oc, as, na.
+    let sites = [
+        ("na", "127.0.0.111", "[39.0, -98.0]"),
+        ("eu", "127.0.0.112", "[50.1, 8.7]"),
+        ("as", "127.0.0.113", "[35.7, 139.7]"),
+        ("sa", "127.0.0.114", "[-23.5, -46.6]"),
+        ("oc", "127.0.0.115", "[-33.9, 151.2]"),
+    ];
+    let mut backends: Vec<Backend> = sites.iter().map(|(_, ip, _)| Backend::ok(ip)).collect();
+    let mut body = format!(
+        "[geo]\ndatabase = {:?}\n\n{}\n",
+        common::root().join("geo/example.mmdb").to_str().unwrap(),
+        check_table("tcp", "tcp", "")
+    );
+    for ((name, _, loc), b) in sites.iter().zip(&backends) {
+        body += &format!(
+            "[pool.{name}]\ncheck = \"tcp\"\nlocation = {loc}\nmembers = [{}]\n\n",
+            member(b, None)
+        );
+    }
+    body += "[name.\"near.health.test\"]\nttl = 60\ndegraded_ttl = 6\n\
+             [name.\"near.health.test\".geo]\nnearest = [\"na\", \"eu\", \"as\", \"sa\", \"oc\"]\ndefault = [\"na\"]\n";
+    let (_dir, cfg) = setup("nearest", &body);
+    let (s, api) = serve(&cfg);
+    settle(api);
+    let q = || ask_ecs(&s, "near.health.test.", "41.0.0.0/24");
+    let first = q();
+    assert_eq!(
+        (first.addrs.clone(), first.ttls.clone()),
+        (set(&["127.0.0.114"]), vec![60])
+    );
+    let scope = first.scope;
+    backends[3].stop(); // sa
+    assert!(
+        wait_for(ms(3000), || q().addrs == set(&["127.0.0.112"])).is_some(),
+        "{:?}",
+        q()
+    );
+    assert_eq!((q().ttls, q().scope), (vec![6], scope));
+    backends[1].stop(); // eu
+    assert!(
+        wait_for(ms(3000), || q().addrs == set(&["127.0.0.115"])).is_some(),
+        "{:?}",
+        q()
+    );
+    assert_eq!((q().ttls, q().scope), (vec![6], scope));
+}

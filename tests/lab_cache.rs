@@ -49,7 +49,8 @@ impl Case {
 
     /// The ECS the resolver sends meridian for this client.
     fn upstream(&self) -> Net {
-        self.client.truncate(if self.client.v6 { V6_BITS } else { V4_BITS })
+        self.client
+            .truncate(if self.client.v6 { V6_BITS } else { V4_BITS })
     }
 }
 
@@ -120,7 +121,11 @@ fn seed_clients() -> BTreeSet<Net> {
         if n.len <= u {
             out.extend(edges(n));
             let span = n.last() - n.first();
-            let off = if span == u128::MAX { rng.next() as u128 } else { (rng.next() as u128) % (span + 1) };
+            let off = if span == u128::MAX {
+                rng.next() as u128
+            } else {
+                (rng.next() as u128) % (span + 1)
+            };
             out.insert(Net::new(n.v6, n.first() + off, u));
         } else {
             // Inside one unit (203.0.0.0/25, 203.0.0.128/25): the client sends
@@ -131,7 +136,13 @@ fn seed_clients() -> BTreeSet<Net> {
             out.insert(n.truncate(u));
         }
     }
-    for s in ["10.1.2.0/24", "192.168.1.0/24", "172.16.5.0/24", "100.64.1.0/24", "fd00:1:2::/56"] {
+    for s in [
+        "10.1.2.0/24",
+        "192.168.1.0/24",
+        "172.16.5.0/24",
+        "100.64.1.0/24",
+        "fd00:1:2::/56",
+    ] {
         out.insert(Net::parse(s));
     }
     for _ in 0..40 {
@@ -143,18 +154,37 @@ fn seed_clients() -> BTreeSet<Net> {
         out.insert(Net::new(true, a, 56));
     }
     // Longer client prefixes (the resolver truncates them to /24 and /56).
-    for s in ["8.8.8.8/32", "5.2.200.7/32", "90.1.2.128/25", "200.160.3.3/28"] {
+    for s in [
+        "8.8.8.8/32",
+        "5.2.200.7/32",
+        "90.1.2.128/25",
+        "200.160.3.3/28",
+    ] {
         out.insert(Net::parse(s));
     }
-    for s in ["2001:4860:1:2::/64", "2a00:1450:4001:1::1/128", "2804:14c:1:2::/64"] {
+    for s in [
+        "2001:4860:1:2::/64",
+        "2a00:1450:4001:1::1/128",
+        "2804:14c:1:2::/64",
+    ] {
         out.insert(Net::parse(s));
     }
     out
 }
 
 fn direct(m: &Meridian, upstream: Net, qtype: u16) -> Truth {
-    let a = ask(m.addr(), NAME, RecordType::from(qtype), Some(&upstream.to_string()), false);
-    assert_eq!(a.rcode, 0, "meridian direct: {upstream} {qtype} rcode {}", a.rcode);
+    let a = ask(
+        m.addr(),
+        NAME,
+        RecordType::from(qtype),
+        Some(&upstream.to_string()),
+        false,
+    );
+    assert_eq!(
+        a.rcode, 0,
+        "meridian direct: {upstream} {qtype} rcode {}",
+        a.rcode
+    );
     let scope = a
         .scope
         .unwrap_or_else(|| panic!("meridian direct: no ECS echo for {upstream}"));
@@ -175,8 +205,8 @@ fn build_cases(m: &Meridian) -> (Vec<Case>, GroundTruth) {
         for c in &clients {
             for qtype in [1u16, 28] {
                 let up = Case { client: *c, qtype }.upstream();
-                if !map.contains_key(&(up, qtype)) {
-                    let t = direct(m, up, qtype);
+                if let std::collections::hash_map::Entry::Vacant(slot) = map.entry((up, qtype)) {
+                    let t = slot.insert(direct(m, up, qtype));
                     if round < 2 && t.scope <= unit(up.v6) {
                         for e in edges(t.block(up)) {
                             if !clients.contains(&e) {
@@ -184,7 +214,6 @@ fn build_cases(m: &Meridian) -> (Vec<Case>, GroundTruth) {
                             }
                         }
                     }
-                    map.insert((up, qtype), t);
                 }
             }
         }
@@ -203,7 +232,9 @@ fn build_cases(m: &Meridian) -> (Vec<Case>, GroundTruth) {
 /// Leading bits two networks' addresses share.
 fn common_prefix(a: Net, b: Net) -> u32 {
     let shift = if a.v6 { 0 } else { 96 };
-    ((a.addr << shift) ^ (b.addr << shift)).leading_zeros().min(a.bits() as u32)
+    ((a.addr << shift) ^ (b.addr << shift))
+        .leading_zeros()
+        .min(a.bits() as u32)
 }
 
 /// One wrong answer, for the failure message.
@@ -284,15 +315,45 @@ fn run_phase(
 fn pairs() -> Vec<Case> {
     let groups: &[&[&str]] = &[
         // The split /24: JP /25 inside ordinary (default) space, AU /25 beside it.
-        &["203.0.0.0/25", "203.0.0.128/25", "203.0.1.0/24", "202.255.255.0/24", "203.1.0.0/24"],
+        &[
+            "203.0.0.0/25",
+            "203.0.0.128/25",
+            "203.0.1.0/24",
+            "202.255.255.0/24",
+            "203.1.0.0/24",
+        ],
         // US /17 inside the DE/FR fragmented region.
-        &["5.2.0.0/24", "5.2.127.0/24", "5.2.128.0/24", "5.0.0.0/24", "5.1.255.0/24", "5.3.0.0/24"],
+        &[
+            "5.2.0.0/24",
+            "5.2.127.0/24",
+            "5.2.128.0/24",
+            "5.0.0.0/24",
+            "5.1.255.0/24",
+            "5.3.0.0/24",
+        ],
         // US /9 and CA-subdivision /10, then the default space after them.
-        &["8.128.0.0/24", "8.0.0.0/24", "8.127.255.0/24", "8.192.0.0/24", "9.0.0.0/24", "7.255.255.0/24"],
+        &[
+            "8.128.0.0/24",
+            "8.0.0.0/24",
+            "8.127.255.0/24",
+            "8.192.0.0/24",
+            "9.0.0.0/24",
+            "7.255.255.0/24",
+        ],
         // DE-Berlin /15 inside nothing, then its neighbours.
-        &["85.214.0.0/24", "85.215.255.0/24", "85.213.255.0/24", "85.216.0.0/24"],
+        &[
+            "85.214.0.0/24",
+            "85.215.255.0/24",
+            "85.213.255.0/24",
+            "85.216.0.0/24",
+        ],
         // IPv6: DE /37 and its surroundings.
-        &["2a00:1450:4000::/56", "2a00:1450:47ff:ff00::/56", "2a00:1450:3fff:ff00::/56", "2a00:1450:4800::/56"],
+        &[
+            "2a00:1450:4000::/56",
+            "2a00:1450:47ff:ff00::/56",
+            "2a00:1450:3fff:ff00::/56",
+            "2a00:1450:4800::/56",
+        ],
     ];
     let mut out = Vec::new();
     for g in groups {
@@ -320,10 +381,10 @@ fn check_resolver(kind: Kind) {
     let pair_cases = pairs();
     for c in &pair_cases {
         let up = c.upstream();
-        if !truth.map.contains_key(&(up, c.qtype)) {
-            let t = direct(&m, up, c.qtype);
-            truth.map.insert((up, c.qtype), t);
-        }
+        truth
+            .map
+            .entry((up, c.qtype))
+            .or_insert_with(|| direct(&m, up, c.qtype));
     }
 
     // Coverage: every rule of the example config is among the answers.
@@ -349,7 +410,11 @@ fn check_resolver(kind: Kind) {
         *acc.entry(t.scope).or_default() += 1;
         acc
     });
-    assert!(clients.len() >= 200, "only {} client subnets", clients.len());
+    assert!(
+        clients.len() >= 200,
+        "only {} client subnets",
+        clients.len()
+    );
     println!(
         "{}: {} client subnets ({} IPv4, {} IPv6), {} queries per phase (A and AAAA), {} distinct A answer sets; meridian scopes seen: {:?}",
         kind.name(),
@@ -427,7 +492,10 @@ fn clients_inside_one_returned_block_share_the_cache() {
     let m = Meridian::start(&common::example_config());
     let mut report = String::new();
     for kind in Kind::ALL {
-        for (seed, qtype) in [("8.8.8.0/24", RecordType::A), ("2600:1:2::/56", RecordType::AAAA)] {
+        for (seed, qtype) in [
+            ("8.8.8.0/24", RecordType::A),
+            ("2600:1:2::/56", RecordType::AAAA),
+        ] {
             let seed = Net::parse(seed);
             let t = direct(&m, seed, u16::from(qtype));
             let block = t.block(seed);
@@ -436,13 +504,24 @@ fn clients_inside_one_returned_block_share_the_cache() {
             // 20 units spread over the block.
             let step = ((block.last() - block.first()) >> (seed.bits() - u)) / 20;
             let inside: Vec<Net> = (0..20u128)
-                .map(|i| Net::new(seed.v6, block.first() + ((i * step) << (seed.bits() - u)), u))
+                .map(|i| {
+                    Net::new(
+                        seed.v6,
+                        block.first() + ((i * step) << (seed.bits() - u)),
+                        u,
+                    )
+                })
                 .collect();
             let r = Resolver::start(kind, m.addr(), &["example.test."]);
             let before = m.settled_queries();
             for n in &inside {
                 let a = ask(r.addr, NAME, qtype, Some(&n.to_string()), true);
-                assert_eq!(a.addrs, t.addrs, "{} gave {n} a different answer", kind.name());
+                assert_eq!(
+                    a.addrs,
+                    t.addrs,
+                    "{} gave {n} a different answer",
+                    kind.name()
+                );
             }
             let same = m.settled_queries() - before;
             let _ = writeln!(
@@ -470,7 +549,10 @@ fn clients_inside_one_returned_block_share_the_cache() {
                 let c = Net::new(false, 0x0100_0000 + rng.below(0xDF00_0000) as u128, 24);
                 let t = direct(&m, c, 1);
                 let b = t.block(c);
-                if blocks.iter().any(|x| x.contains(c.addr) || b.contains(x.addr)) {
+                if blocks
+                    .iter()
+                    .any(|x| x.contains(c.addr) || b.contains(x.addr))
+                {
                     continue;
                 }
                 blocks.push(b);
@@ -483,7 +565,12 @@ fn clients_inside_one_returned_block_share_the_cache() {
         let before = m.settled_queries();
         for c in &cases {
             let a = ask(r.addr, NAME, RecordType::A, Some(&c.to_string()), true);
-            assert_eq!(a.addrs, truth[c].addrs, "{} gave {c} a different answer", kind.name());
+            assert_eq!(
+                a.addrs,
+                truth[c].addrs,
+                "{} gave {c} a different answer",
+                kind.name()
+            );
         }
         let diff = m.settled_queries() - before;
         let _ = writeln!(
@@ -491,7 +578,11 @@ fn clients_inside_one_returned_block_share_the_cache() {
             "  {:<13} A    20 clients in 20 different blocks: meridian saw {diff} queries",
             kind.name()
         );
-        assert!(diff >= 18, "{}: 20 clients in 20 blocks made only {diff} queries", kind.name());
+        assert!(
+            diff >= 18,
+            "{}: 20 clients in 20 blocks made only {diff} queries",
+            kind.name()
+        );
     }
     println!("cache sharing (meridian_queries_total deltas):\n{report}");
 }

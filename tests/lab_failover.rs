@@ -102,8 +102,10 @@ struct Client {
 
 /// The names asked: the plain pool name, and the geo name from a North
 /// American subnet (the checked pool) and a European one (the other pool).
-const QUERIES: [(&str, Option<&str>); 2] =
-    [("web.example.test.", None), ("geo.example.test.", Some("8.8.8.0/24"))];
+const QUERIES: [(&str, Option<&str>); 2] = [
+    ("web.example.test.", None),
+    ("geo.example.test.", Some("8.8.8.0/24")),
+];
 
 fn look(c: &Client, name: &str, ecs: Option<&str>) -> Answer {
     ask(c.server, name, RecordType::A, ecs, c.rd)
@@ -138,12 +140,22 @@ fn measure(
     }
     keys.iter()
         .zip(since)
-        .map(|((c, n, e), s)| (format!("{} {n}{}", c.label, e.map(|x| format!(" ecs {x}")).unwrap_or_default()), s))
+        .map(|((c, n, e), s)| {
+            (
+                format!(
+                    "{} {n}{}",
+                    c.label,
+                    e.map(|x| format!(" ecs {x}")).unwrap_or_default()
+                ),
+                s,
+            )
+        })
         .collect()
 }
 
 fn show(s: &Option<Duration>) -> String {
-    s.map(|d| format!("{} ms", d.as_millis())).unwrap_or_else(|| "never".into())
+    s.map(|d| format!("{} ms", d.as_millis()))
+        .unwrap_or_else(|| "never".into())
 }
 
 #[test]
@@ -165,9 +177,21 @@ fn resolvers_stop_handing_out_a_dead_member_within_ttl_plus_detection() {
     let unbound = Resolver::start(Kind::Unbound, m.addr(), &["example.test."]);
     let recursor = Resolver::start(Kind::Recursor, m.addr(), &["example.test."]);
     let clients = [
-        Client { label: "meridian (direct)", server: m.addr(), rd: false },
-        Client { label: "unbound", server: unbound.addr, rd: true },
-        Client { label: "pdns-recursor", server: recursor.addr, rd: true },
+        Client {
+            label: "meridian (direct)",
+            server: m.addr(),
+            rd: false,
+        },
+        Client {
+            label: "unbound",
+            server: unbound.addr,
+            rd: true,
+        },
+        Client {
+            label: "pdns-recursor",
+            server: recursor.addr,
+            rd: true,
+        },
     ];
     let both = vec![A.to_string(), B.to_string()];
     let only_b = vec![B.to_string()];
@@ -205,9 +229,17 @@ fn resolvers_stop_handing_out_a_dead_member_within_ttl_plus_detection() {
         |a| a.addrs == only_b,
         |c, name, a| {
             // meridian gives exactly degraded_ttl; a resolver counts it down.
-            let ok = if c.rd { a.max_ttl() <= DEGRADED_TTL } else { a.max_ttl() == DEGRADED_TTL };
+            let ok = if c.rd {
+                a.max_ttl() <= DEGRADED_TTL
+            } else {
+                a.max_ttl() == DEGRADED_TTL
+            };
             if !ok {
-                bad_ttl.push(format!("{} {name}: ttl {} during the outage", c.label, a.max_ttl()));
+                bad_ttl.push(format!(
+                    "{} {name}: ttl {} during the outage",
+                    c.label,
+                    a.max_ttl()
+                ));
             }
         },
     );
@@ -221,7 +253,11 @@ fn resolvers_stop_handing_out_a_dead_member_within_ttl_plus_detection() {
         println!("  {k:<48} stopped handing out {A} after {}", show(s));
     }
     for (k, s) in &down {
-        let bound = if k.starts_with("meridian") { bound_direct } else { bound_resolver };
+        let bound = if k.starts_with("meridian") {
+            bound_direct
+        } else {
+            bound_resolver
+        };
         let s = s.unwrap_or_else(|| {
             panic!(
                 "{k}: still hands out {A} {:?} after its backend stopped (bound {bound:?}). \
@@ -229,9 +265,16 @@ fn resolvers_stop_handing_out_a_dead_member_within_ttl_plus_detection() {
                 t0.elapsed()
             )
         });
-        assert!(s <= bound, "{k}: {A} handed out for {s:?} after its backend stopped (bound {bound:?})");
+        assert!(
+            s <= bound,
+            "{k}: {A} handed out for {s:?} after its backend stopped (bound {bound:?})"
+        );
     }
-    assert!(bad_ttl.is_empty(), "answers during the outage must carry degraded_ttl {DEGRADED_TTL}:\n{}", bad_ttl.join("\n"));
+    assert!(
+        bad_ttl.is_empty(),
+        "answers during the outage must carry degraded_ttl {DEGRADED_TTL}:\n{}",
+        bad_ttl.join("\n")
+    );
     // Clients of the other region are not degraded.
     for c in &clients {
         let a = look(c, "geo.example.test.", Some("85.214.0.0/24"));
@@ -255,12 +298,22 @@ fn resolvers_stop_handing_out_a_dead_member_within_ttl_plus_detection() {
         |_, _, _| {},
     );
     for (k, s) in &up {
-        println!("  {k:<48} hands out {A} again after {} (bound {bound_up:?})", show(s));
+        println!(
+            "  {k:<48} hands out {A} again after {} (bound {bound_up:?})",
+            show(s)
+        );
     }
     for (k, s) in &up {
         let s = s.unwrap_or_else(|| panic!("{k}: {A} did not come back after its backend did"));
-        assert!(s <= bound_up, "{k}: {A} came back only after {s:?} (bound {bound_up:?})");
+        assert!(
+            s <= bound_up,
+            "{k}: {A} came back only after {s:?} (bound {bound_up:?})"
+        );
     }
     let a = look(&clients[0], "web.example.test.", None);
-    assert_eq!((a.addrs.clone(), a.max_ttl()), (both, TTL), "meridian after recovery");
+    assert_eq!(
+        (a.addrs.clone(), a.max_ttl()),
+        (both, TTL),
+        "meridian after recovery"
+    );
 }

@@ -76,7 +76,14 @@ fn ecs_probe_through_each_resolver() {
         let r = lab.resolver(kind);
         let server = r.addr.to_string();
         for qtype in ["A", "AAAA"] {
-            let rep = probe(&["ecs", "geo.example.test", "--server", &server, "--type", qtype]);
+            let rep = probe(&[
+                "ecs",
+                "geo.example.test",
+                "--server",
+                &server,
+                "--type",
+                qtype,
+            ]);
             let verdict = rep["verdict"].as_str().unwrap().to_string();
             let results = rep["results"].as_array().unwrap();
             assert_eq!(results.len(), 4, "{rep}");
@@ -86,8 +93,18 @@ fn ecs_probe_through_each_resolver() {
                 assert_eq!(res["rcode"], "NOERROR", "{} {subnet}: {res}", kind.name());
                 let got = sorted(&res["answers"]);
                 // Exactly meridian's answer for that subnet.
-                let rt = if qtype == "A" { RecordType::A } else { RecordType::AAAA };
-                let want = ask(lab.meridian.addr(), "geo.example.test.", rt, Some(subnet), false);
+                let rt = if qtype == "A" {
+                    RecordType::A
+                } else {
+                    RecordType::AAAA
+                };
+                let want = ask(
+                    lab.meridian.addr(),
+                    "geo.example.test.",
+                    rt,
+                    Some(subnet),
+                    false,
+                );
                 assert_eq!(got, want.addrs, "{} {qtype} {subnet}", kind.name());
                 sets.insert(got);
                 match kind {
@@ -96,7 +113,10 @@ fn ecs_probe_through_each_resolver() {
                         assert!(res["scope"].as_u64().unwrap() > 0, "{res}");
                     }
                     Kind::Recursor => {
-                        assert_eq!(res["ecs_echoed"], false, "the Recursor started echoing ECS: {res}");
+                        assert_eq!(
+                            res["ecs_echoed"], false,
+                            "the Recursor started echoing ECS: {res}"
+                        );
                     }
                 }
             }
@@ -115,7 +135,12 @@ fn ecs_probe_through_each_resolver() {
         }
     }
     // And meridian itself, for comparison.
-    let rep = probe(&["ecs", "geo.example.test", "--server", &lab.meridian.addr().to_string()]);
+    let rep = probe(&[
+        "ecs",
+        "geo.example.test",
+        "--server",
+        &lab.meridian.addr().to_string(),
+    ]);
     assert_eq!(rep["verdict"], "tailored", "{rep}");
 }
 

@@ -24,6 +24,9 @@ fn script() -> Command {
         .arg("--meridian")
         .arg(common::BIN)
         .stdin(Stdio::null());
+    // If this test dies without its Drop guards, the script still gets
+    // SIGTERM and stops what it started.
+    lab_common::die_with_parent(&mut c, libc::SIGTERM);
     c
 }
 
@@ -67,7 +70,10 @@ impl Drop for Running {
         }
         for &p in &self.pids {
             if alive(p) {
-                let _ = Command::new("kill").arg("-KILL").arg(p.to_string()).status();
+                let _ = Command::new("kill")
+                    .arg("-KILL")
+                    .arg(p.to_string())
+                    .status();
             }
         }
     }
@@ -85,8 +91,20 @@ fn read_env(path: &Path) -> HashMap<String, String> {
 #[test]
 fn check_mode_compares_resolvers_with_meridian() {
     let out = script()
-        .args(["--check", "geo.example.test", "--subnet", "8.8.8.0/24", "--subnet", "5.2.200.0/24"])
-        .args(["--subnet", "203.0.0.128/25", "--subnet", "2a00:1450:4001::/56"])
+        .args([
+            "--check",
+            "geo.example.test",
+            "--subnet",
+            "8.8.8.0/24",
+            "--subnet",
+            "5.2.200.0/24",
+        ])
+        .args([
+            "--subnet",
+            "203.0.0.128/25",
+            "--subnet",
+            "2a00:1450:4001::/56",
+        ])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -94,11 +112,21 @@ fn check_mode_compares_resolvers_with_meridian() {
     println!("{stderr}{stdout}");
     assert_eq!(out.status.code(), Some(0), "{stderr}{stdout}");
     assert!(stderr.contains("meridian lab is up"), "{stderr}");
-    assert!(stderr.contains("every answer through the resolvers equals meridian's"), "{stderr}");
+    assert!(
+        stderr.contains("every answer through the resolvers equals meridian's"),
+        "{stderr}"
+    );
     // 4 subnets × 2 types × 2 resolvers.
-    assert_eq!(stdout.lines().filter(|l| l.ends_with("  ok")).count(), 16, "{stdout}");
+    assert_eq!(
+        stdout.lines().filter(|l| l.ends_with("  ok")).count(),
+        16,
+        "{stdout}"
+    );
     assert!(!stdout.contains("WRONG"), "{stdout}");
-    assert!(stdout.contains("198.51.100.100"), "5.2.200.0/24 is DE: {stdout}");
+    assert!(
+        stdout.contains("198.51.100.100"),
+        "5.2.200.0/24 is DE: {stdout}"
+    );
 }
 
 #[test]
@@ -112,7 +140,10 @@ fn waiting_mode_prints_ports_and_stops_everything_on_sigterm() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut run = Running { child, pids: Vec::new() };
+    let mut run = Running {
+        child,
+        pids: Vec::new(),
+    };
     let t0 = Instant::now();
     let env = loop {
         let env = read_env(&env_file);
@@ -125,10 +156,16 @@ fn waiting_mode_prints_ports_and_stops_everything_on_sigterm() {
             let _ = run.child.stderr.take().unwrap().read_to_string(&mut err);
             panic!("lab.sh exited with {st} before it was up:\n{err}");
         }
-        assert!(t0.elapsed() < Duration::from_secs(120), "lab.sh did not come up");
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "lab.sh did not come up"
+        );
         std::thread::sleep(Duration::from_millis(100));
     };
-    run.pids = env["LAB_PIDS"].split_whitespace().map(|p| p.parse().unwrap()).collect();
+    run.pids = env["LAB_PIDS"]
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
     assert_eq!(run.pids.len(), 3, "{env:?}");
     for p in &run.pids {
         assert!(alive(*p), "pid {p} of {env:?}");
@@ -138,12 +175,34 @@ fn waiting_mode_prints_ports_and_stops_everything_on_sigterm() {
         let server = env[key].parse().unwrap();
         assert!(env[key].starts_with("127.0.0.1:"), "{env:?}");
         for subnet in ["85.214.0.0/24", "200.160.0.0/24"] {
-            let want = ask(meridian, "geo.example.test.", RecordType::A, Some(subnet), false);
-            let got = ask(server, "geo.example.test.", RecordType::A, Some(subnet), true);
+            let want = ask(
+                meridian,
+                "geo.example.test.",
+                RecordType::A,
+                Some(subnet),
+                false,
+            );
+            let got = ask(
+                server,
+                "geo.example.test.",
+                RecordType::A,
+                Some(subnet),
+                true,
+            );
             assert_eq!(got.addrs, want.addrs, "{key} {subnet}");
         }
     }
-    assert!(lab_common::http_get(env["LAB_METRICS"].trim_start_matches("http://").split('/').next().unwrap().parse().unwrap(), "/metrics").is_some());
+    assert!(lab_common::http_get(
+        env["LAB_METRICS"]
+            .trim_start_matches("http://")
+            .split('/')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap(),
+        "/metrics"
+    )
+    .is_some());
 
     let code = run.term();
     assert_eq!(code, Some(143), "lab.sh exit status after SIGTERM");
@@ -172,10 +231,20 @@ fn command_mode_runs_with_the_lab_variables() {
         .output()
         .expect("dig is required (bind9-dnsutils)");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(7), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(7),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(
         stdout.lines().collect::<Vec<_>>(),
-        ["203.0.113.100", "203.0.113.101", "203.0.113.100", "203.0.113.101"],
+        [
+            "203.0.113.100",
+            "203.0.113.101",
+            "203.0.113.100",
+            "203.0.113.101"
+        ],
         "133.0.0.0/24 is JP (AS)"
     );
 }

@@ -17,14 +17,15 @@
 //! probe that takes longer than `timeout` fails. So a dead backend leaves the
 //! answers at most `fall × interval + timeout` after it died.
 //!
-//! Reloads: entries whose spec did not change keep their state, counters and
-//! cadence (the `EntryStats` is shared between the old and new table); the
+//! Reloads: entries whose spec did not change, or changed only in timing,
+//! keep their state, counters and cadence (the `EntryStats` is shared
+//! between the old and new table, see `carry_map`); the
 //! old tasks are aborted and new ones started against the new table. Every
 //! write of a result happens under the entry's `Detail` lock after checking
 //! that the writing task belongs to the current generation, so an old task
 //! that is still finishing a probe can never write a stale state.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
@@ -89,22 +90,22 @@ pub fn restart(shared: &Arc<Shared>) {
 }
 
 fn launch(r: &mut Runner, engine: Arc<Engine>) {
+    let Some(handle) = r.handle.clone() else {
+        return;
+    };
     for t in r.tasks.drain(..) {
         t.abort();
     }
     r.generation += 1;
     let generation = r.generation;
     let old = r.engine.take();
-    let old_index: HashMap<&CheckSpec, usize> = old
+    let carried = old
         .as_ref()
-        .map(|o| o.checks.iter().enumerate().map(|(i, s)| (s, i)).collect())
+        .map(|o| super::carry_map(&engine.checks, &o.checks))
         .unwrap_or_default();
     let table = &engine.health;
     let now = Instant::now();
     let mut rng = Rng::seeded();
-    let Some(handle) = r.handle.clone() else {
-        return;
-    };
     for (i, spec) in engine.checks.iter().enumerate() {
         let i = i as u32;
         let mut first = None;
@@ -112,11 +113,11 @@ fn launch(r: &mut Runner, engine: Arc<Engine>) {
             let stats = table.stats(i);
             let mut d = stats.detail();
             d.owner = generation;
-            if let (Some(o), Some(&j)) = (&old, old_index.get(spec)) {
+            if let (Some(o), Some(Some(j))) = (&old, carried.get(i as usize)) {
                 // Results written by the old tasks since the new table was
                 // built: take them over now that those tasks cannot write.
                 if !Arc::ptr_eq(&o.health, &engine.health) {
-                    table.set_state(i, o.health.state(j as u32));
+                    table.set_state(i, o.health.state(*j as u32));
                 }
                 if let (Some(c), Some(t), false) = (&spec.check, d.last_start, d.in_flight) {
                     let next = t + Duration::from_millis(c.interval_ms);

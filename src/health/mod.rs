@@ -100,6 +100,73 @@ impl CheckSpec {
             .map(|c| c.name.as_str())
             .unwrap_or("none")
     }
+
+    /// What is sent and how it is judged, without the timing, the check's
+    /// name and `unknown_is_up`: two specs with the same key probe the same
+    /// thing, so a reload that only retunes a check keeps the state.
+    pub fn probe_key(&self) -> ProbeKey {
+        ProbeKey {
+            addr: self.addr,
+            port: self.effective_port(),
+            probe: self.check.as_ref().map(|c| {
+                (
+                    c.kind.clone(),
+                    c.path.clone(),
+                    c.host.clone(),
+                    c.expect_status.clone(),
+                    c.expect_body.clone(),
+                    c.tls_verify,
+                )
+            }),
+        }
+    }
+}
+
+/// See `CheckSpec::probe_key`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ProbeKey {
+    addr: IpAddr,
+    port: Option<u16>,
+    #[allow(clippy::type_complexity)]
+    probe: Option<(
+        CheckKind,
+        String,
+        Option<String>,
+        Vec<(u16, u16)>,
+        Option<String>,
+        bool,
+    )>,
+}
+
+/// For each of `specs`, the entry of `prev` it continues: the equal spec,
+/// or else an unclaimed one with the same probe (`probe_key`). Each entry
+/// of `prev` is continued at most once.
+pub fn carry_map(specs: &[CheckSpec], prev: &[CheckSpec]) -> Vec<Option<usize>> {
+    use std::collections::HashMap;
+    let exact: HashMap<&CheckSpec, usize> = prev.iter().enumerate().map(|(i, p)| (p, i)).collect();
+    let mut claimed = vec![false; prev.len()];
+    let mut out: Vec<Option<usize>> = specs
+        .iter()
+        .map(|s| {
+            let i = exact.get(s).copied();
+            if let Some(i) = i {
+                claimed[i] = true;
+            }
+            i
+        })
+        .collect();
+    let mut by_probe: HashMap<ProbeKey, Vec<usize>> = HashMap::new();
+    for (i, p) in prev.iter().enumerate().rev() {
+        if !claimed[i] {
+            by_probe.entry(p.probe_key()).or_default().push(i);
+        }
+    }
+    for (k, s) in specs.iter().enumerate() {
+        if out[k].is_none() {
+            out[k] = by_probe.get_mut(&s.probe_key()).and_then(|v| v.pop());
+        }
+    }
+    out
 }
 
 pub const UNKNOWN: u8 = 0;
@@ -192,17 +259,16 @@ pub struct HealthTable {
 
 impl HealthTable {
     /// A table for `specs`, carrying states (and counters) over from a
-    /// previous table for specs that did not change.
+    /// previous table for specs that did not change, or whose check changed
+    /// only in timing (see `carry_map`).
     pub fn new(specs: &[CheckSpec], prev: Option<(&HealthTable, &[CheckSpec])>) -> HealthTable {
         let mut state = Vec::with_capacity(specs.len());
         let mut overrides = Vec::with_capacity(specs.len());
         let mut unknown_up = Vec::with_capacity(specs.len());
         let mut stats = Vec::with_capacity(specs.len());
-        let index: std::collections::HashMap<&CheckSpec, usize> = prev
-            .map(|(_, ps)| ps.iter().enumerate().map(|(i, p)| (p, i)).collect())
-            .unwrap_or_default();
-        for s in specs {
-            let old = prev.and_then(|(t, _)| index.get(s).map(|&i| (t, i)));
+        let carried = prev.map(|(_, ps)| carry_map(specs, ps));
+        for (k, s) in specs.iter().enumerate() {
+            let old = prev.and_then(|(t, _)| carried.as_ref()?[k].map(|i| (t, i)));
             let (st, ov, stat) = match old {
                 Some((t, i)) => (
                     t.state(i as u32),

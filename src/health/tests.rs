@@ -93,14 +93,47 @@ fn table_carries_state_and_stats_for_equal_specs() {
     t1.set_state(0, DOWN);
     t1.set_state(1, DOWN);
     t1.stats(0).checks.fetch_add(5, Ordering::Relaxed);
+    // b retuned (interval only): the same probe, so it continues b's entry.
     let mut b2 = b.clone();
     b2.check.as_mut().unwrap().interval_ms = 300;
-    let specs2 = [b2, a.clone()];
+    // a with another path probes something else: a new entry.
+    let mut a2 = a.clone();
+    a2.check.as_mut().unwrap().path = "/other".into();
+    let specs2 = [b2, a.clone(), a2];
     let t2 = HealthTable::new(&specs2, Some((&t1, &[a, b, none][..])));
     assert_eq!(t2.state(1), DOWN, "unchanged spec keeps its state");
     assert_eq!(t2.stats(1).checks.load(Ordering::Relaxed), 5);
     assert!(Arc::ptr_eq(t2.stats(1), t1.stats(0)));
-    assert_eq!(t2.state(0), UNKNOWN, "changed spec starts over");
+    assert_eq!(t2.state(0), DOWN, "retuned check keeps its state");
+    assert!(Arc::ptr_eq(t2.stats(0), t1.stats(1)));
+    assert_eq!(t2.state(2), UNKNOWN, "changed probe starts over");
+}
+
+#[test]
+fn carry_map_claims_each_old_entry_once() {
+    let ip = "127.0.0.1".parse().unwrap();
+    let c = check(CheckKind::Http);
+    let mut slow = c.clone();
+    slow.name = "slow".into();
+    slow.interval_ms = 1000;
+    let mut slower = slow.clone();
+    slower.interval_ms = 2000;
+    let old = [CheckSpec::new(ip, None, Some(c.clone()))];
+    // The exact match claims the old entry; the retuned twin starts over.
+    let new = [
+        CheckSpec::new(ip, None, Some(slow.clone())),
+        CheckSpec::new(ip, None, Some(c.clone())),
+    ];
+    assert_eq!(carry_map(&new, &old), vec![None, Some(0)]);
+    // Without an exact match the first retuned one continues it.
+    let new = [
+        CheckSpec::new(ip, None, Some(slow)),
+        CheckSpec::new(ip, None, Some(slower)),
+    ];
+    assert_eq!(carry_map(&new, &old), vec![Some(0), None]);
+    // Another port is another probe.
+    let new = [CheckSpec::new(ip, Some(9), Some(c))];
+    assert_eq!(carry_map(&new, &old), vec![None]);
 }
 
 #[test]

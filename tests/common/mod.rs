@@ -117,7 +117,7 @@ impl Server {
             let mut tx = Some(tx);
             for line in BufReader::new(err).lines() {
                 let Ok(line) = line else { break };
-                if line.contains("ready") {
+                if line.contains("meridian: ready") {
                     if let Some(t) = tx.take() {
                         let _ = t.send(true);
                     }

@@ -95,7 +95,11 @@ pub fn example_pool(name: &str, v6: bool) -> Vec<String> {
 /// Wire form of a text name.
 pub fn wire_name(name: &str) -> Vec<u8> {
     let mut v = Vec::new();
-    for l in name.trim_end_matches('.').split('.').filter(|l| !l.is_empty()) {
+    for l in name
+        .trim_end_matches('.')
+        .split('.')
+        .filter(|l| !l.is_empty())
+    {
         v.push(l.len() as u8);
         v.extend_from_slice(l.as_bytes());
     }
@@ -108,7 +112,13 @@ pub fn query(id: u16, name: &str, qtype: u16, options: Option<&[u8]>) -> Vec<u8>
     query_class(id, name, qtype, 1, options)
 }
 
-pub fn query_class(id: u16, name: &str, qtype: u16, qclass: u16, options: Option<&[u8]>) -> Vec<u8> {
+pub fn query_class(
+    id: u16,
+    name: &str,
+    qtype: u16,
+    qclass: u16,
+    options: Option<&[u8]>,
+) -> Vec<u8> {
     let mut v = Vec::new();
     v.extend_from_slice(&id.to_be_bytes());
     v.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0]);
@@ -147,7 +157,7 @@ pub fn ecs_fields(addr: IpAddr, len: u8) -> (u16, Vec<u8>) {
     };
     let n = (len as usize).div_ceil(8);
     let mut b = bytes[..n].to_vec();
-    if len % 8 != 0 {
+    if !len.is_multiple_of(8) {
         b[n - 1] &= 0xFFu8 << (8 - len % 8);
     }
     (family, b)
@@ -218,7 +228,9 @@ impl Resp {
             .answer
             .iter()
             .filter_map(|r| match (r.rtype, r.rdata.len()) {
-                (A, 4) => Some(Ipv4Addr::new(r.rdata[0], r.rdata[1], r.rdata[2], r.rdata[3]).to_string()),
+                (A, 4) => {
+                    Some(Ipv4Addr::new(r.rdata[0], r.rdata[1], r.rdata[2], r.rdata[3]).to_string())
+                }
                 (AAAA, 16) => {
                     let b: [u8; 16] = r.rdata[..].try_into().unwrap();
                     Some(Ipv6Addr::from(b).to_string())
@@ -238,7 +250,10 @@ fn read_name(p: &[u8], mut i: usize) -> Option<(String, usize)> {
     loop {
         let l = *p.get(i)? as usize;
         if l == 0 {
-            return Some((if out.is_empty() { ".".into() } else { out }, end.unwrap_or(i + 1)));
+            return Some((
+                if out.is_empty() { ".".into() } else { out },
+                end.unwrap_or(i + 1),
+            ));
         }
         if l & 0xC0 == 0xC0 {
             let ptr = ((l & 0x3F) << 8) | *p.get(i + 1)? as usize;
@@ -290,7 +305,12 @@ pub fn try_parse(raw: &[u8]) -> Option<Resp> {
                 }
                 opt = Some(rdata.clone());
             }
-            sec.push(Rr { owner, rtype, ttl, rdata });
+            sec.push(Rr {
+                owner,
+                rtype,
+                ttl,
+                rdata,
+            });
         }
     }
     if i != raw.len() {
@@ -309,7 +329,12 @@ pub fn try_parse(raw: &[u8]) -> Option<Resp> {
                 if body.len() < 4 {
                     return None;
                 }
-                ecs = Some((u16::from_be_bytes([body[0], body[1]]), body[2], body[3], body[4..].to_vec()));
+                ecs = Some((
+                    u16::from_be_bytes([body[0], body[1]]),
+                    body[2],
+                    body[3],
+                    body[4..].to_vec(),
+                ));
             }
             j += 4 + len;
         }
@@ -341,7 +366,11 @@ pub struct Client {
 
 impl Client {
     pub fn new(server: SocketAddr) -> Client {
-        let bind = if server.is_ipv6() { "[::1]:0" } else { "127.0.0.1:0" };
+        let bind = if server.is_ipv6() {
+            "[::1]:0"
+        } else {
+            "127.0.0.1:0"
+        };
         let sock = UdpSocket::bind(bind).unwrap();
         sock.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         Client {
@@ -380,8 +409,15 @@ impl Client {
         let r = self.ask(&ecs_query(name, qtype, addr, len));
         assert_eq!(r.rcode, NOERROR, "{name} {addr}/{len}: {r:?}");
         let (f, b) = ecs_fields(addr, len);
-        let (rf, rs, _, rb) = r.ecs.clone().unwrap_or_else(|| panic!("no ECS echo for {addr}/{len}"));
-        assert_eq!((rf, rs, &rb), (f, len, &b), "ECS echo changed for {addr}/{len}");
+        let (rf, rs, _, rb) = r
+            .ecs
+            .clone()
+            .unwrap_or_else(|| panic!("no ECS echo for {addr}/{len}"));
+        assert_eq!(
+            (rf, rs, &rb),
+            (f, len, &b),
+            "ECS echo changed for {addr}/{len}"
+        );
         (r.addrs(), r.scope())
     }
 }
@@ -426,7 +462,16 @@ impl Dig {
 pub fn dig(server: SocketAddr, name: &str, qtype: &str, args: &[&str]) -> Dig {
     let at = format!("@{}", server.ip());
     let port = server.port().to_string();
-    let mut all = vec![at.as_str(), "-p", &port, name, qtype, "+norec", "+time=3", "+tries=2"];
+    let mut all = vec![
+        at.as_str(),
+        "-p",
+        &port,
+        name,
+        qtype,
+        "+norec",
+        "+time=3",
+        "+tries=2",
+    ];
     all.extend_from_slice(args);
     let text = crate::common::dig(&all);
     parse_dig(&text)
@@ -547,12 +592,20 @@ impl Rng {
 pub fn block(addr: IpAddr, len: u8) -> (IpAddr, IpAddr) {
     match addr {
         IpAddr::V4(a) => {
-            let m = if len == 0 { 0 } else { u32::MAX << (32 - len as u32) };
+            let m = if len == 0 {
+                0
+            } else {
+                u32::MAX << (32 - len as u32)
+            };
             let s = u32::from(a) & m;
             (IpAddr::V4(s.into()), IpAddr::V4((s | !m).into()))
         }
         IpAddr::V6(a) => {
-            let m = if len == 0 { 0 } else { u128::MAX << (128 - len as u32) };
+            let m = if len == 0 {
+                0
+            } else {
+                u128::MAX << (128 - len as u32)
+            };
             let s = u128::from(a) & m;
             (IpAddr::V6(s.into()), IpAddr::V6((s | !m).into()))
         }
@@ -599,7 +652,9 @@ pub fn max_len(addr: IpAddr) -> u8 {
 pub fn start_dual(config: &Path) -> Server {
     for _ in 0..20 {
         let port = crate::common::free_port();
-        if UdpSocket::bind(("::1", port)).is_err() || std::net::TcpListener::bind(("::1", port)).is_err() {
+        if UdpSocket::bind(("::1", port)).is_err()
+            || std::net::TcpListener::bind(("::1", port)).is_err()
+        {
             continue;
         }
         let v4: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
@@ -608,7 +663,10 @@ pub fn start_dual(config: &Path) -> Server {
             return s;
         }
     }
-    panic!("meridian did not start on 127.0.0.1 and ::1 with {}", config.display());
+    panic!(
+        "meridian did not start on 127.0.0.1 and ::1 with {}",
+        config.display()
+    );
 }
 
 /// The [::1] address of a server started by [`start_dual`].
@@ -629,7 +687,14 @@ pub fn mkgeo_bin() -> PathBuf {
             .args(["build", "--quiet", "-p", "mkgeo", "--target-dir"])
             .arg(&target);
         if profile != "debug" {
-            cmd.args(["--profile", if profile == "release" { "release" } else { &profile }]);
+            cmd.args([
+                "--profile",
+                if profile == "release" {
+                    "release"
+                } else {
+                    &profile
+                },
+            ]);
         }
         let st = cmd.status().expect("run cargo build -p mkgeo");
         assert!(st.success(), "cargo build -p mkgeo failed");
@@ -642,7 +707,11 @@ pub fn mkgeo_bin() -> PathBuf {
 
 /// Build `out` (an mmdb) from the CSV `csv` with mkgeo.
 pub fn mkgeo(csv: &Path, out: &Path) {
-    let o = Command::new(mkgeo_bin()).arg(csv).arg(out).output().unwrap();
+    let o = Command::new(mkgeo_bin())
+        .arg(csv)
+        .arg(out)
+        .output()
+        .unwrap();
     assert!(
         o.status.success(),
         "mkgeo {} failed: {}",
@@ -653,7 +722,12 @@ pub fn mkgeo(csv: &Path, out: &Path) {
 
 /// Number of stderr lines of `s` containing `needle`.
 pub fn log_count(s: &Server, needle: &str) -> usize {
-    s.stderr.lock().unwrap().iter().filter(|l| l.contains(needle)).count()
+    s.stderr
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains(needle))
+        .count()
 }
 
 /// Wait until more than `before` stderr lines contain `needle`.

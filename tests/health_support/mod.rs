@@ -27,7 +27,7 @@ pub const TIMEOUT_MS: u64 = 100;
 pub const RISE: u64 = 2;
 pub const FALL: u64 = 3;
 /// Scheduling slack on a shared 2-core machine.
-pub const SLACK_MS: u64 = 400;
+pub const SLACK_MS: u64 = 500;
 
 /// A request as the backend saw it; `n` counts requests from 0.
 #[derive(Debug, Clone)]
@@ -298,11 +298,25 @@ pub fn member(b: &Backend, check: Option<&str>) -> String {
 }
 
 /// Start meridian on `config` with the HTTP API on a free loopback port.
+/// Retries when the server did not come up (a port taken meanwhile: the
+/// harness takes "Address already in use" for its ready line).
 pub fn serve(config: &std::path::Path) -> (Server, SocketAddr) {
-    let hp = free_port();
-    let h = format!("127.0.0.1:{hp}");
-    let s = Server::start(config, &["--http-listen", &h]);
-    (s, h.parse().unwrap())
+    for _ in 0..5 {
+        let hp = free_port();
+        let h: SocketAddr = format!("127.0.0.1:{hp}").parse().unwrap();
+        let mut s = Server::start(config, &["--http-listen", &h.to_string()]);
+        let up = wait_for(Duration::from_secs(2), || {
+            TcpStream::connect(h).is_ok() || !matches!(s.child.try_wait(), Ok(None))
+        });
+        if up.is_some() && matches!(s.child.try_wait(), Ok(None)) {
+            return (s, h);
+        }
+        eprintln!(
+            "meridian did not come up, retrying: {:?}",
+            s.stderr.lock().unwrap()
+        );
+    }
+    panic!("meridian did not start with {}", config.display());
 }
 
 /// One HTTP request; (status, body).

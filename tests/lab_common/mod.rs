@@ -3,7 +3,8 @@
 //! rendered from tools/lab/*.conf.in (the same templates tools/lab/lab.sh
 //! uses) into a temporary directory, readiness checked by querying, and every
 //! process killed by its own handle when its guard drops (also when a test
-//! panics).
+//! panics), or by the kernel (PR_SET_PDEATHSIG) if the test binary itself is
+//! killed before any Drop runs.
 //!
 //! Network rule: everything listens on 127.0.0.1 and the resolvers talk to
 //! nobody but meridian: a forward zone for each lab zone, Unbound refuses
@@ -14,17 +15,17 @@
 #![allow(dead_code)]
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use hickory_proto::op::Message;
 use hickory_proto::rr::{RData, RecordType};
 
-use crate::common::{free_port, root, scope, udp_exchange, Server, TempDir, Q};
+use crate::common::{free_port, root, scope, udp_exchange, TempDir, BIN, Q};
 
 /// Where meridian listens in the lab (the resolvers forward to it).
 pub const MERIDIAN_ADDR: &str = "127.0.0.1";
@@ -58,24 +59,28 @@ pub fn render(template: &str, vars: &[(&str, String)]) -> String {
 // meridian with its HTTP API
 // ---------------------------------------------------------------------------
 
-/// meridian on a free loopback port, with /metrics on another; killed on drop.
+/// meridian on a free loopback port, with /metrics on another; killed (by
+/// its PID) on drop, and by the kernel if the test thread dies first.
 pub struct Meridian {
-    pub server: Server,
+    pub addr: SocketAddr,
     pub http: SocketAddr,
+    child: Child,
+    stderr: Arc<Mutex<Vec<String>>>,
 }
 
 impl Meridian {
     pub fn start(config: &Path) -> Meridian {
         for _ in 0..5 {
             let http: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-            let dns: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-            let h = http.to_string();
-            if let Some(server) = Server::try_start(config, &[dns], &["--http-listen", &h]) {
-                let m = Meridian { server, http };
+            let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+            if let Some(m) = Meridian::try_start(config, addr, http) {
                 // The HTTP listener may come up a moment after the DNS one.
                 let t0 = Instant::now();
                 while http_get(m.http, "/metrics").is_none() {
-                    assert!(t0.elapsed() < Duration::from_secs(20), "no /metrics on {http}");
+                    assert!(
+                        t0.elapsed() < Duration::from_secs(20),
+                        "no /metrics on {http}"
+                    );
                     std::thread::sleep(Duration::from_millis(50));
                 }
                 return m;
@@ -84,16 +89,80 @@ impl Meridian {
         panic!("meridian did not start with {}", config.display());
     }
 
+    fn try_start(config: &Path, addr: SocketAddr, http: SocketAddr) -> Option<Meridian> {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("serve")
+            .arg("--config")
+            .arg(config)
+            .arg("--listen")
+            .arg(addr.to_string())
+            .arg("--http-listen")
+            .arg(http.to_string())
+            .arg("--workers")
+            .arg("1")
+            // CI runs as root; the lab's meridian listens on loopback only.
+            .arg("--allow-root")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        die_with_parent(&mut cmd, libc::SIGKILL);
+        let mut child = cmd.spawn().expect("spawn meridian");
+        let err = child.stderr.take().unwrap();
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let lines = stderr.clone();
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            for line in BufReader::new(err).lines() {
+                let Ok(line) = line else { break };
+                if line.contains("meridian: ready") {
+                    if let Some(t) = tx.take() {
+                        let _ = t.send(true);
+                    }
+                }
+                lines.lock().unwrap().push(line);
+            }
+            if let Some(t) = tx.take() {
+                let _ = t.send(false);
+            }
+        });
+        let mut m = Meridian {
+            addr,
+            http,
+            child,
+            stderr,
+        };
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(true) => Some(m),
+            _ => {
+                eprintln!("meridian did not start: {:?}", m.stderr.lock().unwrap());
+                let _ = m.child.kill();
+                let _ = m.child.wait();
+                None
+            }
+        }
+    }
+
     pub fn addr(&self) -> SocketAddr {
-        self.server.addr
+        self.addr
     }
 
     pub fn port(&self) -> u16 {
-        self.server.addr.port()
+        self.addr.port()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// meridian's log lines so far.
+    pub fn log(&self) -> Vec<String> {
+        self.stderr.lock().unwrap().clone()
     }
 
     pub fn metrics(&self) -> String {
-        http_get(self.http, "/metrics").unwrap_or_else(|| panic!("GET /metrics on {} failed", self.http))
+        http_get(self.http, "/metrics")
+            .unwrap_or_else(|| panic!("GET /metrics on {} failed", self.http))
     }
 
     /// A counter from /metrics (exact name, no labels); 0 if absent.
@@ -118,11 +187,22 @@ impl Meridian {
     }
 }
 
+impl Drop for Meridian {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// `GET path` over plain HTTP/1.1; the body, or None.
 pub fn http_get(addr: SocketAddr, path: &str) -> Option<String> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
     let mut buf = String::new();
     s.read_to_string(&mut buf).ok()?;
     if !buf.starts_with("HTTP/1.1 200") {
@@ -179,7 +259,10 @@ impl Resolver {
     /// "example.test.") to meridian at `upstream`. Ready when an SOA query
     /// for the first zone comes back NOERROR through it.
     pub fn start(kind: Kind, upstream: SocketAddr, zones: &[&str]) -> Resolver {
-        assert!(upstream.ip().is_loopback(), "the lab only forwards to loopback");
+        assert!(
+            upstream.ip().is_loopback(),
+            "the lab only forwards to loopback"
+        );
         assert!(!zones.is_empty());
         let mut last_log = String::new();
         for attempt in 0..5 {
@@ -205,9 +288,10 @@ impl Resolver {
                 }
             };
             cmd.stdin(Stdio::null()).stdout(out).stderr(err);
-            let child = cmd
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot run {} ({e}); .ci/run installs it", kind.name()));
+            die_with_parent(&mut cmd, libc::SIGKILL);
+            let child = cmd.spawn().unwrap_or_else(|e| {
+                panic!("cannot run {} ({e}); .ci/run installs it", kind.name())
+            });
             let mut r = Resolver {
                 kind,
                 addr: format!("127.0.0.1:{port}").parse().unwrap(),
@@ -267,6 +351,20 @@ impl Drop for Resolver {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Have the child get `signal` if the thread that started it goes away
+/// (a test binary killed by a timeout), so nothing outlives the test even
+/// when no Drop runs. Linux only (PR_SET_PDEATHSIG).
+pub fn die_with_parent(cmd: &mut Command, signal: i32) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, signal as libc::c_ulong);
+            Ok(())
+        });
     }
 }
 
@@ -373,7 +471,10 @@ pub fn recursor_config(dir: &Path, port: u16, upstream: SocketAddr, zones: &[&st
             ("DIR", dir.display().to_string()),
             ("MERIDIAN_ADDR", upstream.ip().to_string()),
             ("PDNS_FORWARD_ZONES", fwd.join(", ")),
-            ("ECS_ALLOW_SETTING", recursor_ecs_allow_setting().to_string()),
+            (
+                "ECS_ALLOW_SETTING",
+                recursor_ecs_allow_setting().to_string(),
+            ),
         ],
     );
     // pdns_recursor reads recursor.conf from --config-dir.
@@ -434,7 +535,13 @@ impl Answer {
 /// Ask `server` for `name`/`qtype`, with ECS `subnet` ("a.b.c.d/len") if
 /// given and RD if `rd`. Retries on silence (4 × 3 s) and over TCP on TC;
 /// panics if the server never answers.
-pub fn ask(server: SocketAddr, name: &str, qtype: RecordType, subnet: Option<&str>, rd: bool) -> Answer {
+pub fn ask(
+    server: SocketAddr,
+    name: &str,
+    qtype: RecordType,
+    subnet: Option<&str>,
+    rd: bool,
+) -> Answer {
     let mut q = Q::new(name, qtype).edns(1232);
     if rd {
         q = q.rd();
@@ -454,7 +561,8 @@ pub fn ask(server: SocketAddr, name: &str, qtype: RecordType, subnet: Option<&st
                 None => continue,
             }
         }
-        let m = Message::from_vec(&raw).unwrap_or_else(|e| panic!("{server} sent a bad response ({e}): {raw:?}"));
+        let m = Message::from_vec(&raw)
+            .unwrap_or_else(|e| panic!("{server} sent a bad response ({e}): {raw:?}"));
         if m.metadata.id != q.id {
             continue;
         }
@@ -539,7 +647,11 @@ impl Net {
             IpAddr::V4(x) => (false, u32::from(x) as u128, 32),
             IpAddr::V6(x) => (true, u128::from(x), 128),
         };
-        let len = if l.is_empty() { max } else { l.parse().unwrap() };
+        let len = if l.is_empty() {
+            max
+        } else {
+            l.parse().unwrap()
+        };
         Net::new(v6, addr, len)
     }
 
@@ -547,7 +659,11 @@ impl Net {
     pub fn new(v6: bool, addr: u128, len: u8) -> Net {
         let bits = if v6 { 128 } else { 32 };
         assert!(len <= bits);
-        let mask = if len == 0 { 0 } else { (!0u128) << (bits - len) };
+        let mask = if len == 0 {
+            0
+        } else {
+            (!0u128) << (bits - len)
+        };
         let all = if v6 { !0u128 } else { 0xFFFF_FFFF };
         Net {
             v6,

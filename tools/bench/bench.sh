@@ -124,7 +124,7 @@ jget() { sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p" "$2"; }
 "$LOADGEN" gen --out "$TMP/q" --seed "$SEED" --subnets "$SUBNETS" 2>/dev/null
 
 taskset -c "$SERVER_CPU" "$MERIDIAN" serve --config "$CONFIG" --listen "127.0.0.1:$PORT" \
-    --workers 1 --http-listen none 2>"$TMP/server.log" &
+    --workers 1 --http-listen none --allow-root 2>"$TMP/server.log" &
 SPID=$!
 for _ in $(seq 300); do
     grep -q ready "$TMP/server.log" && break

@@ -110,6 +110,8 @@ fn start_meridian() -> Meridian {
             .arg(addr.to_string())
             // The example config's fixed HTTP port would collide between parallel tests.
             .args(["--http-listen", "none"])
+            // Run as root in CI: allowed (the example config also drops to `user`).
+            .arg("--allow-root")
             .current_dir(repo_root())
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -1,0 +1,63 @@
+//! The fuzz targets' checks on the stable toolchain: every seed in
+//! fuzz/corpus/<target>/ and every input that once broke a target, kept in
+//! fuzz/regressions/<target>/, goes through the same invariants as under
+//! `cargo fuzz` (the check modules are shared with fuzz/fuzz_targets/).
+
+#[path = "../fuzz/fuzz_targets/answer_check.rs"]
+mod answer_check;
+#[path = "../fuzz/fuzz_targets/config_check.rs"]
+mod config_check;
+#[path = "../fuzz/fuzz_targets/ecs_check.rs"]
+mod ecs_check;
+#[path = "../fuzz/fuzz_targets/zone_check.rs"]
+mod zone_check;
+
+use std::path::PathBuf;
+
+/// Files of fuzz/corpus/<target> and fuzz/regressions/<target>.
+fn inputs(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz");
+    let mut v = Vec::new();
+    for sub in ["corpus", "regressions"] {
+        let Ok(rd) = std::fs::read_dir(root.join(sub).join(target)) else { continue };
+        for e in rd {
+            let p = e.unwrap().path();
+            if p.is_file() {
+                v.push((p.clone(), std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    v.sort();
+    v
+}
+
+fn replay(target: &str, min: usize, f: impl Fn(&[u8])) {
+    let all = inputs(target);
+    assert!(all.len() >= min, "{target}: only {} inputs", all.len());
+    for (p, data) in &all {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(data)));
+        assert!(r.is_ok(), "{target}: {} breaks an invariant", p.display());
+    }
+}
+
+#[test]
+fn answer_corpus_and_regressions() {
+    let e = meridian::engine::Engine::load(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("zones/meridian.toml"))
+        .unwrap();
+    replay("answer", 100, |d| answer_check::run_one(&e, d));
+}
+
+#[test]
+fn ecs_corpus_and_regressions() {
+    replay("ecs", 10, ecs_check::run_one);
+}
+
+#[test]
+fn zone_corpus_and_regressions() {
+    replay("zone", 10, zone_check::run_one);
+}
+
+#[test]
+fn config_corpus_and_regressions() {
+    replay("config", 10, config_check::run_one);
+}
