@@ -135,7 +135,7 @@ fn start_meridian() -> Meridian {
                 Ok(line) => {
                     log.push_str(&line);
                     log.push('\n');
-                    if line.contains("ready") {
+                    if line.contains("meridian: ready") {
                         return server;
                     }
                 }
