@@ -47,7 +47,8 @@ pub fn summary(e: &Engine) -> String {
 /// (exit 1) whose message shows the zone's static answer (scope 0).
 pub fn lookup(config: &Path, name: &str, qtype: &str, client: &str) -> Result<String, String> {
     let e = Engine::load(config).map_err(|e| e.to_string())?;
-    let (v6, rtype) = match qtype.to_ascii_uppercase().as_str() {
+    let qtype = qtype.to_ascii_uppercase();
+    let (v6, rtype) = match qtype.as_str() {
         "A" => (false, TYPE_A),
         "AAAA" => (true, TYPE_AAAA),
         other => return Err(format!("lookup: --type must be A or AAAA, not {other:?}")),

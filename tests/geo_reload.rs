@@ -312,7 +312,9 @@ fn rapid_sighup_reloads_without_failures() {
     let n = log_count(&s, "meridian: reloaded (SIGHUP)");
     for i in 0..20 {
         let eu = ["\"eu\"", "\"na\"", "\"as\", \"eu\""][i % 3];
-        std::fs::write(&cfg, config(eu)).unwrap();
+        // By rename: a reload still reading the previous version must not
+        // see a half-written file.
+        replace(&cfg, config(eu).as_bytes());
         s.signal("HUP");
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -325,7 +327,6 @@ fn rapid_sighup_reloads_without_failures() {
         pool4("na"),
         "20th config: EU = [\"na\"]"
     );
-    eprintln!("DEBUG {:?}", s.stderr.lock().unwrap());
     let answered = loops.finish();
     assert!(answered > 100, "only {answered}");
 }

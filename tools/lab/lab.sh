@@ -115,7 +115,7 @@ pids=()
 names=()
 cleanup() {
   local rc=$?
-  trap - EXIT INT TERM
+  trap - EXIT INT TERM HUP PIPE
   local i
   for i in "${!pids[@]}"; do
     kill -TERM "${pids[$i]}" 2>/dev/null || true
@@ -136,6 +136,15 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+trap 'exit 129' HUP
+trap 'exit 141' PIPE  # output closed (| head): still clean up
+
+# If this script is killed outright (SIGKILL), the kernel sends its children
+# SIGTERM (setpriv --pdeathsig, util-linux), so nothing is left running.
+pdeath=()
+if setpriv --pdeathsig TERM true 2>/dev/null; then
+  pdeath=(setpriv --pdeathsig TERM)
+fi
 
 # A port free for UDP and TCP on 127.0.0.1.
 free_port() {
@@ -206,7 +215,7 @@ forget_last() {
 start() { # name log command...
   local name="$1" log="$2"
   shift 2
-  "$@" </dev/null >"$log" 2>&1 &
+  ${pdeath[@]+"${pdeath[@]}"} "$@" </dev/null >"$log" 2>&1 &
   pids+=("$!")
   names+=("$name")
 }
