@@ -91,6 +91,7 @@ pub fn bind_tcp(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
 }
 
 const BATCH: usize = 32;
+const FLUSH_EVERY: Duration = Duration::from_millis(10);
 const BUF: usize = 4096;
 
 /// One UDP worker: receive a batch, answer each into its slot, send the batch.
@@ -133,6 +134,7 @@ pub fn udp_worker(shared: Arc<Shared>, sock: std::net::UdpSocket, share: usize) 
         .collect();
     let mut outcome = Outcome::default();
     let mut local = crate::metrics::Local::default();
+    let mut last_flush = std::time::Instant::now();
     let mut rrl: Option<Limiter> = None;
     loop {
         let stopping = shared.shutdown.load(Ordering::Relaxed);
@@ -215,7 +217,9 @@ pub fn udp_worker(shared: Arc<Shared>, sock: std::net::UdpSocket, share: usize) 
                 sent += r as usize;
             }
         }
-        if local.pending() >= 1024 {
+        // Flush often enough that /metrics is current within ~10 ms.
+        if local.pending() >= 1024 || last_flush.elapsed() >= FLUSH_EVERY {
+            last_flush = std::time::Instant::now();
             local.flush(&shared.metrics);
             flush_rrl(&shared, &mut rrl);
         }
