@@ -430,9 +430,13 @@ impl<'e> Ctx<'e> {
 
     /// NXDOMAIN / NODATA authority: the SOA with the negative TTL (RFC 2308 §3).
     fn negative(&mut self, w: &mut Writer) {
+        self.negative_ttl(w, self.zone.negative_ttl);
+    }
+
+    fn negative_ttl(&mut self, w: &mut Writer, ttl: u32) {
         let z = self.zone;
         if let Some(soa) = z.apex_node().rrset(TYPE_SOA) {
-            w.put_rrset(Section::Authority, &z.origin, soa, z.negative_ttl);
+            w.put_rrset(Section::Authority, &z.origin, soa, ttl.min(z.negative_ttl));
         }
         // A negative answer never depends on the client (RFC 7871 §7.4).
         self.scope = Scope::GLOBAL;
@@ -534,7 +538,9 @@ impl<'e> Ctx<'e> {
                     (p, n, binding.degraded_ttl)
                 }
                 AllDown::Empty => {
-                    self.negative(w);
+                    // Resolvers cache this NODATA for every client (RFC 7871
+                    // §7.4): keep it short so repair shows quickly.
+                    self.negative_ttl(w, binding.degraded_ttl);
                     return LookupRc::NoError;
                 }
                 AllDown::Servfail => {

@@ -126,7 +126,11 @@ fn build(src: &Source, cfg: ConfigFile, prev: Option<&Engine>) -> Result<Engine,
         }
     }
 
-    // Zones.
+    // Zones. A config that serves nothing is almost always a file caught
+    // mid-write, so it is refused rather than answered with REFUSED.
+    if cfg.zone.is_empty() {
+        return Err(LocatedError::new(&src.path, 0, "no [[zone]] is configured"));
+    }
     let mut zones = Vec::new();
     let mut zone_index = crate::zone::NameMap::default();
     for z in &cfg.zone {

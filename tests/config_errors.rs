@@ -225,3 +225,16 @@ fn serve_refuses_a_broken_config_too() {
         "{err}"
     );
 }
+
+#[test]
+fn a_config_without_zones_is_refused() {
+    // A config caught mid-write often parses as empty: refuse it.
+    let dir = TempDir::new("nozones");
+    let cfg = dir.write("empty.toml", "[server]\nlog = \"info\"\n");
+    let (code, _, err) = run(&["check", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.starts_with(&format!("{}: no [[zone]]", cfg.display())),
+        "{err}"
+    );
+}

@@ -9,7 +9,9 @@ mod health_support;
 use std::net::Ipv4Addr;
 
 use health_support::*;
+use common::Q;
 use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::RecordType;
 
 /// Addresses spread over the block `base/len`: first, last, middle and a few more.
 fn block_samples(base: Ipv4Addr, len: u8) -> Vec<Ipv4Addr> {
@@ -229,12 +231,15 @@ fn when_all_down_policies() {
             "{n}"
         );
     }
-    // empty: NODATA with the SOA.
+    // empty: NODATA with the SOA, whose TTL is capped at degraded_ttl (9),
+    // since resolvers cache a negative answer for every client.
     let r = ask(&s, "empty.health.test.");
     assert_eq!(
         (r.rcode, r.addrs.len(), r.authority),
         (ResponseCode::NoError, 0, 1)
     );
+    let m = s.query(&Q::new("empty.health.test.", RecordType::A));
+    assert_eq!(m.authorities[0].ttl, 9, "{:?}", m.authorities);
     // servfail: SERVFAIL with nothing.
     let r = ask(&s, "fail.health.test.");
     assert_eq!((r.rcode, r.addrs.len()), (ResponseCode::ServFail, 0));
