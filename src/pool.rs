@@ -22,6 +22,17 @@ pub enum Mode {
     Some(u8),
 }
 
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Mode::All => f.write_str("all"),
+            Mode::Rotate => f.write_str("rotate"),
+            Mode::One => f.write_str("one"),
+            Mode::Some(k) => write!(f, "some (count {k})"),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Member {
     pub addr: IpAddr,

@@ -31,7 +31,7 @@ pub fn summary(e: &Engine) -> String {
             Target::Geo(_) => "geo".to_string(),
         };
         s.push_str(&format!(
-            "name {}: {kind}, mode {:?}, ttl {}\n",
+            "name {}: {kind}, mode {}, ttl {}\n",
             b.name, b.mode, b.ttl
         ));
     }
@@ -122,7 +122,7 @@ pub fn lookup(config: &Path, name: &str, qtype: &str, client: &str) -> Result<St
     } else {
         String::new()
     };
-    let mode = format!("{:?}", binding.mode).to_lowercase();
+    let mode = binding.mode.to_string();
     let client_text = format!("{addr}/{len}");
     // Why the response has the scope it has.
     let mut why_scope = String::new();
