@@ -39,25 +39,12 @@ pub struct Outcome {
 }
 
 /// Per-worker scratch space, reused across queries.
+#[derive(Default)]
 pub struct Scratch {
     pub query: Query,
 }
 
-impl Default for Scratch {
-    fn default() -> Self {
-        Scratch {
-            query: Query {
-                id: 0,
-                flags: 0,
-                qname: WireName::default(),
-                qtype: 0,
-                qclass: 0,
-                question_end: 0,
-                edns: None,
-            },
-        }
-    }
-}
+
 
 /// Result of resolving inside the zones.
 struct Resolved {

@@ -106,9 +106,9 @@ pub struct Edns {
     pub ecs: Option<ClientSubnet>,
 }
 
-/// A parsed query. `question` is the range of the question as received, so
+/// A parsed query (`Default` is an empty one to parse into). `question` is the range of the question as received, so
 /// it can be echoed byte for byte (case preserved).
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct Query {
     pub id: u16,
     /// Raw flag word: we copy RD and the opcode from it.
@@ -410,15 +410,7 @@ mod tests {
     #[test]
     fn parses_simple_query() {
         let p = q(b"\x03WwW\x07example\x04test\x00", &[], 0);
-        let mut out = Query {
-            id: 0,
-            flags: 0,
-            qname: WireName::default(),
-            qtype: 0,
-            qclass: 0,
-            question_end: 0,
-            edns: None,
-        };
+        let mut out = Query::default();
         parse_query(&p, &mut out).unwrap();
         assert_eq!(out.qname.as_bytes(), b"\x03www\x07example\x04test\x00");
         assert_eq!(out.qname.nlabels, 3);
@@ -428,15 +420,7 @@ mod tests {
 
     #[test]
     fn rejects_bad_inputs() {
-        let mut out = Query {
-            id: 0,
-            flags: 0,
-            qname: WireName::default(),
-            qtype: 0,
-            qclass: 0,
-            question_end: 0,
-            edns: None,
-        };
+        let mut out = Query::default();
         assert_eq!(parse_query(&[0; 5], &mut out), Err(Reject::Drop));
         let p = q(b"\x40abc\x00", &[], 0);
         assert!(matches!(
@@ -502,15 +486,7 @@ mod tests {
 
     #[test]
     fn qdcount_other_than_one_keeps_the_opt() {
-        let mut out = Query {
-            id: 0,
-            flags: 0,
-            qname: WireName::default(),
-            qtype: 0,
-            qclass: 0,
-            question_end: 0,
-            edns: None,
-        };
+        let mut out = Query::default();
         let mut p = header(0, 0, 1);
         p.extend_from_slice(OPT);
         let Err(Reject::FormErr {
