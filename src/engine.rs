@@ -68,6 +68,8 @@ pub struct Engine {
     pub tcp_idle_ms: u64,
     pub tcp_max: usize,
     pub http_listen: Option<String>,
+    /// How long loading took (zones, database, decision blocks, pre-rendering).
+    pub load_ms: u64,
     /// Hardening (`[server]` keys; see `rrl` and `run`).
     pub tcp_read_ms: u64,
     pub tcp_max_queries: usize,
@@ -90,10 +92,30 @@ impl Engine {
 
     /// Load, keeping health state from `prev` for checks that did not change.
     pub fn load_with(path: &Path, prev: Option<&Engine>) -> Result<Engine, LocatedError> {
+        let t0 = std::time::Instant::now();
         let src = Source::read(path)?;
         let cfg = src.parse()?;
         let mut engine = build(&src, cfg, prev)?;
         crate::prerender::prerender(&mut engine);
+        let blocks: usize = engine
+            .bindings
+            .iter()
+            .map(|b| match &b.target {
+                Target::Geo(m) => {
+                    let (v4, v6) = m.block_count();
+                    v4 + v6
+                }
+                Target::Pool(_) => 0,
+            })
+            .sum();
+        engine.load_ms = t0.elapsed().as_millis() as u64;
+        tracing::info!(
+            "loaded {} in {} ms: {} zone(s), {} geo decision block(s)",
+            path.display(),
+            engine.load_ms,
+            engine.zones.len(),
+            blocks
+        );
         Ok(engine)
     }
 
@@ -468,6 +490,7 @@ fn build(src: &Source, cfg: ConfigFile, prev: Option<&Engine>) -> Result<Engine,
         tcp_idle_ms: cfg.server.tcp_idle_timeout_ms,
         tcp_max: cfg.server.tcp_max_connections,
         http_listen: cfg.server.http_listen.as_ref().map(|s| s.get_ref().clone()),
+        load_ms: 0,
         tcp_read_ms: cfg.server.tcp_read_timeout_ms,
         tcp_max_queries: cfg.server.tcp_max_queries,
         user: crate::run::user_from_cfg(src, &cfg.server.user)?,

@@ -118,9 +118,10 @@ pub fn serve(
     let e = shared.engine.load();
     let list: Vec<String> = bound.iter().map(|a| a.to_string()).collect();
     eprintln!(
-        "meridian: ready, {} zone(s), {} name(s) on pools, udp+tcp on {} ({} udp worker(s) each)",
+        "meridian: ready, {} zone(s), {} name(s) on pools, loaded in {} ms, udp+tcp on {} ({} udp worker(s) each)",
         e.zones.len(),
         e.bindings.len(),
+        e.load_ms,
         list.join(" "),
         nworkers
     );
@@ -187,10 +188,13 @@ pub fn reload(shared: &Arc<Shared>, why: &str) {
             crate::health::restart(shared);
             shared.metrics.reloads_ok.fetch_add(1, Ordering::Relaxed);
             tracing::info!("reloaded ({why}): {names} name(s) on pools");
-            eprintln!("meridian: reloaded ({why})");
+            eprintln!("meridian: reloaded ({why}) in {} ms", shared.engine.load().load_ms);
         }
         Err(e) => {
-            shared.metrics.reloads_failed.fetch_add(1, Ordering::Relaxed);
+            shared
+                .metrics
+                .reloads_failed
+                .fetch_add(1, Ordering::Relaxed);
             tracing::error!("reload failed ({why}), keeping the running config: {e}");
             eprintln!("meridian: reload failed, keeping the running config: {e}");
         }
@@ -240,7 +244,9 @@ pub fn privileges(engine: &Engine, cli_allow_root: bool) -> Result<Option<Switch
     if euid != 0 {
         if let Some(name) = &engine.user {
             // Already unprivileged (e.g. systemd DynamicUser): nothing to switch.
-            tracing::info!("not started as root: keeping uid {euid}, `user = {name:?}` not applied");
+            tracing::info!(
+                "not started as root: keeping uid {euid}, `user = {name:?}` not applied"
+            );
         }
         return Ok(None);
     }
@@ -264,11 +270,20 @@ pub fn privileges(engine: &Engine, cli_allow_root: bool) -> Result<Option<Switch
 
 /// Look a user up in the passwd database (getpwnam_r).
 pub fn lookup_user(name: &str) -> Result<SwitchUser, String> {
-    let cname = std::ffi::CString::new(name).map_err(|_| format!("meridian: bad user name {name:?}"))?;
+    let cname =
+        std::ffi::CString::new(name).map_err(|_| format!("meridian: bad user name {name:?}"))?;
     let mut buf = vec![0 as libc::c_char; 16 * 1024];
     let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
     let mut res: *mut libc::passwd = std::ptr::null_mut();
-    let rc = unsafe { libc::getpwnam_r(cname.as_ptr(), &mut pw, buf.as_mut_ptr(), buf.len(), &mut res) };
+    let rc = unsafe {
+        libc::getpwnam_r(
+            cname.as_ptr(),
+            &mut pw,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut res,
+        )
+    };
     if rc != 0 || res.is_null() {
         return Err(format!(
             "meridian: unknown user {name:?} in [server] user (create it, or name another)"
@@ -302,7 +317,10 @@ pub fn drop_privileges(u: &SwitchUser) -> Result<(), String> {
             return Err(fail("setuid"));
         }
         if libc::setuid(0) == 0 || libc::geteuid() == 0 || libc::getegid() == 0 && u.gid != 0 {
-            return Err(format!("meridian: still privileged after switching to {:?}", u.name));
+            return Err(format!(
+                "meridian: still privileged after switching to {:?}",
+                u.name
+            ));
         }
     }
     tracing::info!("switched to user {} (uid {}, gid {})", u.name, u.uid, u.gid);
