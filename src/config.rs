@@ -60,7 +60,8 @@ pub struct ServerCfg {
     /// Started as root: bind the sockets, then switch to this user and its group.
     #[serde(default)]
     pub user: Option<Spanned<String>>,
-    /// Started as root with no `user`: keep running as root instead of refusing.
+    /// Started as root: keep running as root (`user` is then not applied)
+    /// instead of refusing when there is no `user`.
     #[serde(default)]
     pub allow_root: bool,
     /// Response rate limiting (`[server.rrl]`); off when absent.

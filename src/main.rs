@@ -30,8 +30,8 @@ enum Cmd {
         /// HTTP listener for /metrics and /status ("none" turns it off); replaces the config's.
         #[arg(long, value_name = "ADDR:PORT")]
         http_listen: Option<String>,
-        /// Allow running as root when the config names no `user` (for tests
-        /// and containers); the same as `allow_root = true` in [server].
+        /// Allow running as root (for tests and containers): the same as
+        /// `allow_root = true` in [server]; `user` is then not applied.
         #[arg(long)]
         allow_root: bool,
     },

@@ -73,10 +73,9 @@ impl RrlConfig {
             Some(t) => {
                 let n = *t.get_ref();
                 if !(2..=MAX_TABLE).contains(&n) {
-                    return Err(src.err(
-                        t.span(),
-                        format!("rrl table_size must be 2 to {MAX_TABLE}"),
-                    ));
+                    return Err(
+                        src.err(t.span(), format!("rrl table_size must be 2 to {MAX_TABLE}"))
+                    );
                 }
                 n.next_power_of_two()
             }
@@ -84,7 +83,11 @@ impl RrlConfig {
         };
         Ok(Some(RrlConfig {
             responses_per_second: rate,
-            slip: r.slip.as_ref().map(|s| *s.get_ref()).unwrap_or(DEFAULT_SLIP),
+            slip: r
+                .slip
+                .as_ref()
+                .map(|s| *s.get_ref())
+                .unwrap_or(DEFAULT_SLIP),
             ipv4_prefix: v4.map(|v| v.0).unwrap_or(DEFAULT_V4_PREFIX),
             ipv6_prefix: v6.map(|v| v.0).unwrap_or(DEFAULT_V6_PREFIX),
             table_size: table,
@@ -156,13 +159,21 @@ impl Limiter {
             IpAddr::V4(a) => {
                 let bits = u32::from(a);
                 let p = self.cfg.ipv4_prefix as u32;
-                let masked = if p == 0 { 0 } else { bits & (u32::MAX << (32 - p)) };
+                let masked = if p == 0 {
+                    0
+                } else {
+                    bits & (u32::MAX << (32 - p))
+                };
                 mix(self.seed ^ (masked as u64) ^ (4u64 << 56))
             }
             IpAddr::V6(a) => {
                 let bits = u128::from(a);
                 let p = self.cfg.ipv6_prefix as u32;
-                let masked = if p == 0 { 0 } else { bits & (u128::MAX << (128 - p)) };
+                let masked = if p == 0 {
+                    0
+                } else {
+                    bits & (u128::MAX << (128 - p))
+                };
                 let hi = mix(self.seed ^ (masked >> 64) as u64 ^ (6u64 << 56));
                 mix(hi ^ masked as u64)
             }
@@ -182,8 +193,18 @@ impl Limiter {
             j
         } else {
             // Take the empty or least recently refilled of the two.
-            let age = |b: &Bucket| if b.tag == 0 { u32::MAX } else { now.wrapping_sub(b.stamp) };
-            let k = if age(&self.table[i]) >= age(&self.table[j]) { i } else { j };
+            let age = |b: &Bucket| {
+                if b.tag == 0 {
+                    u32::MAX
+                } else {
+                    now.wrapping_sub(b.stamp)
+                }
+            };
+            let k = if age(&self.table[i]) >= age(&self.table[j]) {
+                i
+            } else {
+                j
+            };
             self.table[k] = Bucket {
                 tag,
                 tokens: self.burst,
@@ -319,7 +340,9 @@ mod tests {
         let sent = (0..100).filter(|_| l.check(a, 0) == Verdict::Send).count();
         assert_eq!(sent, 10, "one second's burst");
         // 500 ms later: five more tokens.
-        let sent = (0..100).filter(|_| l.check(a, 500) == Verdict::Send).count();
+        let sent = (0..100)
+            .filter(|_| l.check(a, 500) == Verdict::Send)
+            .count();
         assert_eq!(sent, 5);
         assert_eq!(l.dropped, 185);
     }
@@ -385,7 +408,9 @@ mod tests {
         m.extend_from_slice(b"\x03www\x07example\x04test\x00\x00\x01\x00\x01");
         let qend = m.len();
         m.extend_from_slice(&[0xC0, 12, 0, 1, 0, 1, 0, 0, 1, 44, 0, 4, 192, 0, 2, 1]);
-        let opt = [0, 0, 41, 4, 208, 0, 0, 0, 0, 0, 11, 0, 8, 0, 7, 0, 1, 24, 0, 192, 0, 2];
+        let opt = [
+            0, 0, 41, 4, 208, 0, 0, 0, 0, 0, 11, 0, 8, 0, 7, 0, 1, 24, 0, 192, 0, 2,
+        ];
         m.extend_from_slice(&opt);
         let len = m.len();
         m.resize(4096, 0);

@@ -5,8 +5,9 @@
 //! Privileges: started as root, meridian binds every socket and then
 //! switches to `[server] user` (its uid, its primary group, no
 //! supplementary groups) before it serves a query. As root with no `user`
-//! it refuses to start unless `allow_root = true` or `--allow-root` says so.
-//! Started as another user (systemd `DynamicUser`, or a user with
+//! it refuses to start. `allow_root = true` or `--allow-root` (tests,
+//! containers) lets it run as root and then `user` is not applied. Started
+//! as another user (systemd `DynamicUser`, or a user with
 //! CAP_NET_BIND_SERVICE for port 53) it keeps that user.
 
 use std::net::SocketAddr;
@@ -108,6 +109,7 @@ pub fn serve(
         );
     }
     for l in tcp {
+        shared.tcp_listeners.fetch_add(1, Ordering::Relaxed);
         rt.spawn(tcp_listener(shared.clone(), l));
     }
     crate::health::start(&rt, &shared);
@@ -115,6 +117,18 @@ pub fn serve(
         rt.spawn(crate::http::serve(shared.clone(), l));
     }
 
+    // Signal handlers before the ready line: a SIGTERM or SIGHUP sent as
+    // soon as we say ready must not find the default action (death).
+    let (mut hup, mut term, mut int) = {
+        use tokio::signal::unix::{signal, SignalKind};
+        let _rt = rt.enter();
+        let sig = |k: SignalKind| signal(k).map_err(|e| format!("meridian: signal handler: {e}"));
+        (
+            sig(SignalKind::hangup())?,
+            sig(SignalKind::terminate())?,
+            sig(SignalKind::interrupt())?,
+        )
+    };
     let e = shared.engine.load();
     let list: Vec<String> = bound.iter().map(|a| a.to_string()).collect();
     eprintln!(
@@ -128,10 +142,6 @@ pub fn serve(
     drop(e);
 
     rt.block_on(async {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut hup = signal(SignalKind::hangup()).map_err(|e| e.to_string())?;
-        let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
-        let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         let mut geo_stamp = geo_mtime(&shared);
         loop {
@@ -158,7 +168,11 @@ pub fn serve(
     // Let TCP answers in flight finish: every query already received is
     // answered, then idle connections close.
     let deadline = std::time::Instant::now() + Duration::from_secs(2);
-    while shared.tcp_conns.load(Ordering::Relaxed) > 0 && std::time::Instant::now() < deadline {
+    let busy = || {
+        shared.tcp_listeners.load(Ordering::Relaxed) > 0
+            || shared.tcp_conns.load(Ordering::Relaxed) > 0
+    };
+    while busy() && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
     for t in threads {
@@ -250,6 +264,17 @@ pub fn privileges(engine: &Engine, cli_allow_root: bool) -> Result<Option<Switch
         }
         return Ok(None);
     }
+    // Root is explicitly allowed: stay root (`user` is not applied). The
+    // command-line flag overrides the config, as the other flags do.
+    if engine.allow_root || cli_allow_root {
+        match &engine.user {
+            Some(name) => tracing::warn!(
+                "running as root: allowed by allow_root / --allow-root, so `user = {name:?}` is not applied"
+            ),
+            None => tracing::warn!("running as root (allowed by allow_root / --allow-root)"),
+        }
+        return Ok(None);
+    }
     match &engine.user {
         Some(name) => {
             let u = lookup_user(name)?;
@@ -259,10 +284,6 @@ pub fn privileges(engine: &Engine, cli_allow_root: bool) -> Result<Option<Switch
                 ));
             }
             Ok(Some(u))
-        }
-        None if engine.allow_root || cli_allow_root => {
-            tracing::warn!("running as root (allowed by allow_root / --allow-root)");
-            Ok(None)
         }
         None => Err(ROOT_REFUSED.to_string()),
     }

@@ -38,6 +38,8 @@ pub struct Shared {
     pub metrics: Metrics,
     pub shutdown: AtomicBool,
     pub tcp_conns: AtomicUsize,
+    /// TCP listener tasks still running (see `tcp_listener`).
+    pub tcp_listeners: AtomicUsize,
     /// Set to true on shutdown: TCP listeners stop accepting (and close).
     pub stop: tokio::sync::watch::Sender<bool>,
 }
@@ -50,6 +52,7 @@ impl Shared {
             metrics,
             shutdown: AtomicBool::new(false),
             tcp_conns: AtomicUsize::new(0),
+            tcp_listeners: AtomicUsize::new(0),
             stop: tokio::sync::watch::Sender::new(false),
         })
     }
@@ -129,9 +132,8 @@ pub fn udp_worker(shared: Arc<Shared>, sock: std::net::UdpSocket, share: usize) 
             h
         })
         .collect();
-    let mut tx_msgs: Vec<libc::mmsghdr> = (0..BATCH)
-        .map(|_| unsafe { std::mem::zeroed() })
-        .collect();
+    let mut tx_msgs: Vec<libc::mmsghdr> =
+        (0..BATCH).map(|_| unsafe { std::mem::zeroed() }).collect();
     let mut outcome = Outcome::default();
     let mut local = crate::metrics::Local::default();
     let mut last_flush = std::time::Instant::now();
@@ -203,12 +205,7 @@ pub fn udp_worker(shared: Arc<Shared>, sock: std::net::UdpSocket, share: usize) 
         let mut sent = 0;
         while sent < nout {
             let r = unsafe {
-                libc::sendmmsg(
-                    fd,
-                    tx_msgs[sent..].as_mut_ptr(),
-                    (nout - sent) as u32,
-                    0,
-                )
+                libc::sendmmsg(fd, tx_msgs[sent..].as_mut_ptr(), (nout - sent) as u32, 0)
             };
             if r <= 0 {
                 // Skip the datagram that failed (e.g. an unreachable client).
@@ -229,11 +226,17 @@ pub fn udp_worker(shared: Arc<Shared>, sock: std::net::UdpSocket, share: usize) 
 fn flush_rrl(shared: &Shared, rrl: &mut Option<Limiter>) {
     if let Some(l) = rrl.as_mut() {
         if l.dropped > 0 {
-            shared.metrics.rrl_dropped.fetch_add(l.dropped, Ordering::Relaxed);
+            shared
+                .metrics
+                .rrl_dropped
+                .fetch_add(l.dropped, Ordering::Relaxed);
             l.dropped = 0;
         }
         if l.slipped > 0 {
-            shared.metrics.rrl_slipped.fetch_add(l.slipped, Ordering::Relaxed);
+            shared
+                .metrics
+                .rrl_slipped
+                .fetch_add(l.slipped, Ordering::Relaxed);
             l.slipped = 0;
         }
     }
@@ -256,7 +259,18 @@ fn sockaddr_ip(sa: &libc::sockaddr_storage) -> Option<IpAddr> {
 /// Serve DNS over TCP on one listener until shutdown; then stop accepting
 /// and close the listening socket, so that a new instance sharing the port
 /// (SO_REUSEPORT) gets the new connections.
+///
+/// The caller counts the listener in `shared.tcp_listeners` before spawning
+/// it; the count drops when the listener has handed over its last
+/// connection, so shutdown can wait for those too.
 pub async fn tcp_listener(shared: Arc<Shared>, listener: std::net::TcpListener) {
+    struct Done<'a>(&'a Shared);
+    impl Drop for Done<'_> {
+        fn drop(&mut self) {
+            self.0.tcp_listeners.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+    let _done = Done(&shared);
     let listener = match tokio::net::TcpListener::from_std(listener) {
         Ok(l) => l,
         Err(e) => {
@@ -284,7 +298,9 @@ pub async fn tcp_listener(shared: Arc<Shared>, listener: std::net::TcpListener) 
     }
     // Take the connections the kernel has already completed, so that closing
     // the listener resets none of them; they are served like the others.
-    let Ok(std_listener) = listener.into_std() else { return };
+    let Ok(std_listener) = listener.into_std() else {
+        return;
+    };
     while let Ok((s, peer)) = std_listener.accept() {
         if s.set_nonblocking(true).is_err() {
             continue;
@@ -295,21 +311,20 @@ pub async fn tcp_listener(shared: Arc<Shared>, listener: std::net::TcpListener) 
     }
 }
 
+/// Serve a new connection, or close it at once when every slot is taken.
 fn spawn_conn(shared: &Arc<Shared>, stream: tokio::net::TcpStream, peer: SocketAddr) {
-    {
-        let max = shared.engine.load().tcp_max;
-        if shared.tcp_conns.fetch_add(1, Ordering::Relaxed) >= max {
-            shared.tcp_conns.fetch_sub(1, Ordering::Relaxed);
-            shared.metrics.tcp_rejected.fetch_add(1, Ordering::Relaxed);
-            drop(stream);
-            return;
-        }
-        let shared = shared.clone();
-        tokio::spawn(async move {
-            let _ = tcp_conn(&shared, stream, peer).await;
-            shared.tcp_conns.fetch_sub(1, Ordering::Relaxed);
-        });
+    let max = shared.engine.load().tcp_max;
+    if shared.tcp_conns.fetch_add(1, Ordering::Relaxed) >= max {
+        shared.tcp_conns.fetch_sub(1, Ordering::Relaxed);
+        shared.metrics.tcp_rejected.fetch_add(1, Ordering::Relaxed);
+        drop(stream);
+        return;
     }
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        let _ = tcp_conn(&shared, stream, peer).await;
+        shared.tcp_conns.fetch_sub(1, Ordering::Relaxed);
+    });
 }
 
 /// The idle and read timeouts while more than half of the connection slots
@@ -320,6 +335,9 @@ const BUSY_MIN: usize = 4;
 const TICK: Duration = Duration::from_millis(100);
 /// Responses gathered from a pipelined burst before they are written.
 const OUT_FLUSH: usize = 16 * 1024;
+/// On shutdown, how long an idle connection still waits for queries that a
+/// client sent just before (and that are still on their way).
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(100);
 
 /// Limits of one connection, read from the engine when it opens.
 struct TcpLimits {
@@ -370,6 +388,8 @@ async fn tcp_conn(
     let mut answered = 0usize;
     // Start of the idle wait, or of the partial message now in the buffer.
     let mut since = Instant::now();
+    // When this connection, idle, first saw the shutdown.
+    let mut stop_seen: Option<Instant> = None;
     let t = Transport {
         src: peer.ip(),
         tcp: true,
@@ -384,7 +404,13 @@ async fn tcp_conn(
                 break;
             }
             let engine = shared.engine.load();
-            let r = engine.answer(&inb[off + 2..off + 2 + len], t, &mut scratch, &mut resp, &mut outcome);
+            let r = engine.answer(
+                &inb[off + 2..off + 2 + len],
+                t,
+                &mut scratch,
+                &mut resp,
+                &mut outcome,
+            );
             shared.metrics.record_one(&outcome, r.is_some());
             off += 2 + len;
             match r {
@@ -417,8 +443,10 @@ async fn tcp_conn(
             return Ok(());
         }
         // Shutting down: finish a message that has started, take what the
-        // client has already sent, then close.
-        if shared.shutdown.load(Ordering::Relaxed) && have == 0 {
+        // client has already sent (waiting `SHUTDOWN_GRACE` for queries still
+        // on their way), then close.
+        let stopping = shared.shutdown.load(Ordering::Relaxed);
+        if stopping && have == 0 {
             // A direct recv: tokio's try_read trusts readiness the reactor
             // may not have seen yet, and would miss a burst already here.
             use std::os::fd::AsRawFd;
@@ -435,18 +463,26 @@ async fn tcp_conn(
                 since = Instant::now();
                 continue;
             }
-            let _ = stream.shutdown().await;
-            return Ok(());
+            let t0 = *stop_seen.get_or_insert_with(Instant::now);
+            if t0.elapsed() >= SHUTDOWN_GRACE {
+                let _ = stream.shutdown().await;
+                return Ok(());
+            }
         }
         // Wait for more, within the timeout that applies now.
         let mut limit = if have == 0 { lim.idle } else { lim.read };
         if lim.busy(shared) {
             limit = limit.min(BUSY_TIMEOUT);
         }
+        if let (true, Some(t0)) = (have == 0, stop_seen) {
+            limit = limit.min((t0 + SHUTDOWN_GRACE).saturating_duration_since(since));
+        }
         let deadline = since + limit;
         let now = Instant::now();
         if now >= deadline {
-            shared.metrics.tcp_timeouts.fetch_add(1, Ordering::Relaxed);
+            if !(stopping && have == 0) {
+                shared.metrics.tcp_timeouts.fetch_add(1, Ordering::Relaxed);
+            }
             return Ok(());
         }
         let wake = deadline.min(now + TICK);

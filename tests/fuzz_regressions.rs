@@ -19,7 +19,9 @@ fn inputs(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz");
     let mut v = Vec::new();
     for sub in ["corpus", "regressions"] {
-        let Ok(rd) = std::fs::read_dir(root.join(sub).join(target)) else { continue };
+        let Ok(rd) = std::fs::read_dir(root.join(sub).join(target)) else {
+            continue;
+        };
         for e in rd {
             let p = e.unwrap().path();
             if p.is_file() {
@@ -42,8 +44,10 @@ fn replay(target: &str, min: usize, f: impl Fn(&[u8])) {
 
 #[test]
 fn answer_corpus_and_regressions() {
-    let e = meridian::engine::Engine::load(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("zones/meridian.toml"))
-        .unwrap();
+    let e = meridian::engine::Engine::load(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("zones/meridian.toml"),
+    )
+    .unwrap();
     replay("answer", 100, |d| answer_check::run_one(&e, d));
 }
 
@@ -60,4 +64,5 @@ fn zone_corpus_and_regressions() {
 #[test]
 fn config_corpus_and_regressions() {
     replay("config", 10, config_check::run_one);
+    config_check::cleanup();
 }

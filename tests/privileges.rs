@@ -1,8 +1,9 @@
 //! Privileges: `meridian serve` started as root binds its sockets and then
 //! runs as `[server] user`; as root with neither `user` nor `allow_root`
-//! (nor `--allow-root`) it refuses to start, naming both options. After the
-//! switch it still reloads its files and runs its health checks. Started as
-//! another user it keeps that user.
+//! (nor `--allow-root`) it refuses to start, naming both options; with
+//! either it stays root and `user` is not applied. After the switch it
+//! still reloads its files and runs its health checks. Started as another
+//! user it keeps that user; with only CAP_NET_BIND_SERVICE it serves port 53.
 //!
 //! The root cases need root (CI runs as root); run as another user they are
 //! skipped with a note, and the unprivileged case runs instead.
@@ -23,7 +24,10 @@ fn is_root() -> bool {
 
 /// uid and gid of a user from the passwd database.
 fn ids(user: &str) -> (u32, u32) {
-    let out = Command::new("getent").args(["passwd", user]).output().unwrap();
+    let out = Command::new("getent")
+        .args(["passwd", user])
+        .output()
+        .unwrap();
     let line = String::from_utf8_lossy(&out.stdout).to_string();
     let f: Vec<&str> = line.trim().split(':').collect();
     assert!(f.len() >= 4, "no passwd entry for {user}: {line:?}");
@@ -38,7 +42,12 @@ fn thread_ids(pid: u32) -> Vec<(String, String)> {
         let get = |k: &str| {
             st.lines()
                 .find(|l| l.starts_with(k))
-                .map(|l| l[k.len()..].split_whitespace().collect::<Vec<_>>().join(" "))
+                .map(|l| {
+                    l[k.len()..]
+                        .split_whitespace()
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
                 .unwrap()
         };
         v.push((get("Uid:"), get("Gid:")));
@@ -73,7 +82,12 @@ fn serve_expecting_exit(cfg: &std::path::Path, extra: &[&str]) -> (i32, String) 
     let port = free_port();
     let mut child = Command::new(BIN)
         .args(["serve", "--config", cfg.to_str().unwrap()])
-        .args(["--listen", &format!("127.0.0.1:{port}"), "--http-listen", "none"])
+        .args([
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--http-listen",
+            "none",
+        ])
         .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -108,7 +122,10 @@ fn root_without_user_or_allow_root_is_refused() {
     let (code, err) = serve_expecting_exit(&cfg, &[]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("refusing to run as root"), "{err}");
-    assert!(err.contains("user = \"nobody\""), "names the user option: {err}");
+    assert!(
+        err.contains("user = \"nobody\""),
+        "names the user option: {err}"
+    );
     assert!(err.contains("allow_root = true"), "names allow_root: {err}");
     assert!(err.contains("--allow-root"), "names the flag: {err}");
     assert!(!err.contains("ready"), "{err}");
@@ -132,7 +149,7 @@ fn root_switches_to_user_and_still_reloads_and_checks_health() {
     );
     let cfg = config(&dir, "user = \"nobody\"", &pool);
     // Without --allow-root: `user` alone is enough.
-    let s = Server::try_start(&cfg, &[free_addr()], &[]).expect("starts");
+    let s = start_without_allow_root(&cfg);
     let pid = s.child.id();
     for (u, g) in thread_ids(pid) {
         assert_eq!(u, format!("{uid} {uid} {uid} {uid}"), "every thread's uids");
@@ -149,18 +166,71 @@ fn root_switches_to_user_and_still_reloads_and_checks_health() {
         if addrs(&m) == ["127.0.0.21"] {
             break;
         }
-        assert!(t0.elapsed() < Duration::from_secs(10), "health never settled: {:?}", addrs(&m));
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "health never settled: {:?}",
+            addrs(&m)
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 
     // A reload reads the (world-readable) files again as nobody.
     let zone = std::fs::read_to_string(dir.0.join("example.test.zone")).unwrap();
-    dir.write("example.test.zone", &format!("{zone}new     IN A    192.0.2.77\n"));
+    dir.write(
+        "example.test.zone",
+        &format!("{zone}new     IN A    192.0.2.77\n"),
+    );
     s.signal("HUP");
-    assert!(s.wait_log("meridian: reloaded", Duration::from_secs(5)), "{:?}", s.stderr.lock().unwrap());
+    assert!(
+        s.wait_log("meridian: reloaded", Duration::from_secs(5)),
+        "{:?}",
+        s.stderr.lock().unwrap()
+    );
     let m = s.query(&Q::new("new.example.test.", RecordType::A));
     assert_eq!(addrs(&m), ["192.0.2.77"]);
     drop(up);
+}
+
+/// Start `meridian serve` as the harness does, but without its
+/// `--allow-root` (which keeps root), so that `user` applies.
+fn start_without_allow_root(cfg: &std::path::Path) -> Server {
+    let addr = free_addr();
+    let mut child = Command::new(BIN)
+        .args(["serve", "--config", cfg.to_str().unwrap()])
+        .args([
+            "--listen",
+            &addr.to_string(),
+            "--http-listen",
+            "none",
+            "--workers",
+            "1",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = child.stderr.take().unwrap();
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let l2 = lines.clone();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+            l2.lock().unwrap().push(line);
+        }
+    });
+    let s = Server {
+        child,
+        addr,
+        stderr: lines,
+        config: cfg.to_path_buf(),
+    };
+    assert!(
+        s.wait_log("meridian: ready", Duration::from_secs(20)),
+        "did not start: {:?}",
+        s.stderr.lock().unwrap()
+    );
+    s
 }
 
 fn free_addr() -> std::net::SocketAddr {
@@ -174,14 +244,16 @@ fn allow_root_keeps_root() {
         return;
     }
     let dir = TempDir::new("priv-allow");
-    // In the config...
-    let cfg = config(&dir, "allow_root = true", "");
-    let s = Server::try_start(&cfg, &[free_addr()], &[]).expect("starts");
+    // In the config (and then `user` is not applied)...
+    let cfg = config(&dir, "allow_root = true\nuser = \"nobody\"", "");
+    let s = start_without_allow_root(&cfg);
+    assert!(s.wait_log("is not applied", Duration::from_secs(1)));
     assert!(thread_ids(s.child.id()).iter().all(|(u, _)| u == "0 0 0 0"));
     assert!(s.alive());
     drop(s);
-    // ...or on the command line (what the test harness passes).
-    let cfg = config(&dir, "", "");
+    // ...or on the command line (what the test harness passes), which
+    // overrides `user` in the config like the other flags.
+    let cfg = config(&dir, "user = \"nobody\"", "");
     let s = Server::try_start(&cfg, &[free_addr()], &["--allow-root"]).expect("starts");
     assert!(thread_ids(s.child.id()).iter().all(|(u, _)| u == "0 0 0 0"));
     assert!(s.alive());
@@ -197,15 +269,25 @@ fn unknown_user_and_unreadable_files_are_errors() {
     let cfg = config(&dir, "user = \"no-such-user-meridian\"", "");
     let (code, err) = serve_expecting_exit(&cfg, &[]);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("unknown user \"no-such-user-meridian\""), "{err}");
+    assert!(
+        err.contains("unknown user \"no-such-user-meridian\""),
+        "{err}"
+    );
 
     // Files that the user could not read on reload: refuse at start.
     let locked = TempDir::new("priv-locked");
     let cfg = config(&locked, "user = \"nobody\"", "");
-    std::fs::set_permissions(&locked.0, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    std::fs::set_permissions(
+        &locked.0,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
     let (code, err) = serve_expecting_exit(&cfg, &[]);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("cannot be read") && err.contains("reloads would fail"), "{err}");
+    assert!(
+        err.contains("cannot be read") && err.contains("reloads would fail"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -220,7 +302,14 @@ fn an_unprivileged_user_keeps_its_user() {
         let port = free_port();
         let mut cmd = Command::new(BIN);
         cmd.args(["serve", "--config", c.to_str().unwrap()])
-            .args(["--listen", &format!("127.0.0.1:{port}"), "--http-listen", "none", "--workers", "1"])
+            .args([
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--http-listen",
+                "none",
+                "--workers",
+                "1",
+            ])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -284,10 +373,19 @@ fn port_53_without_root_through_cap_net_bind_service() {
             .arg(format!("--regid={ngid}"))
             .arg("--clear-groups");
         if caps {
-            cmd.args(["--inh-caps=+net_bind_service", "--ambient-caps=+net_bind_service"]);
+            cmd.args([
+                "--inh-caps=+net_bind_service",
+                "--ambient-caps=+net_bind_service",
+            ]);
         }
         cmd.arg(BIN)
-            .args(["serve", "--config", cfg.to_str().unwrap(), "--listen", listen])
+            .args([
+                "serve",
+                "--config",
+                cfg.to_str().unwrap(),
+                "--listen",
+                listen,
+            ])
             .args(["--http-listen", "none", "--workers", "1"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -299,7 +397,10 @@ fn port_53_without_root_through_cap_net_bind_service() {
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("cannot bind") && err.contains("CAP_NET_BIND_SERVICE"), "{err}");
+    assert!(
+        err.contains("cannot bind") && err.contains("CAP_NET_BIND_SERVICE"),
+        "{err}"
+    );
     // With it: serves on port 53 as nobody.
     let mut child = run_as_nobody(true);
     let err = child.stderr.take().unwrap();
@@ -312,7 +413,9 @@ fn port_53_without_root_through_cap_net_bind_service() {
     });
     let mut lines = Vec::new();
     let t0 = Instant::now();
-    while !lines.iter().any(|l: &String| l.contains("ready")) && t0.elapsed() < Duration::from_secs(15) {
+    while !lines.iter().any(|l: &String| l.contains("ready"))
+        && t0.elapsed() < Duration::from_secs(15)
+    {
         if let Ok(l) = rx.recv_timeout(Duration::from_millis(200)) {
             lines.push(l);
         } else if child.try_wait().unwrap().is_some() {
@@ -321,16 +424,28 @@ fn port_53_without_root_through_cap_net_bind_service() {
     }
     let ready = lines.iter().any(|l| l.contains("ready"));
     let answer = if ready {
-        udp_exchange(listen.parse().unwrap(), &Q::new("www.example.test.", RecordType::A).to_bytes(), Duration::from_secs(2))
+        udp_exchange(
+            listen.parse().unwrap(),
+            &Q::new("www.example.test.", RecordType::A).to_bytes(),
+            Duration::from_secs(2),
+        )
     } else {
         None
     };
-    let uids = if ready { thread_ids(child.id()) } else { Vec::new() };
+    let uids = if ready {
+        thread_ids(child.id())
+    } else {
+        Vec::new()
+    };
     let _ = child.kill();
     let _ = child.wait();
     assert!(ready, "{lines:?}");
     let (uid, _) = ids("nobody");
-    assert!(uids.iter().all(|(u, _)| *u == format!("{uid} {uid} {uid} {uid}")), "{uids:?}");
+    assert!(
+        uids.iter()
+            .all(|(u, _)| *u == format!("{uid} {uid} {uid} {uid}")),
+        "{uids:?}"
+    );
     let r = Resp::new(answer.expect("answer on port 53"));
     assert_eq!(addrs(&r.msg), ["192.0.2.1"]);
 }

@@ -54,10 +54,14 @@ fn burst(sock: &UdpSocket, server: SocketAddr, n: usize, ecs: bool) -> Tally {
         sent: n,
         ..Tally::default()
     };
-    // Read on another thread while sending, so no answer is lost in our own
-    // socket's receive buffer.
+    // Read on another thread while sending, with a receive buffer large
+    // enough for every answer (the default holds only ~256 datagrams), so
+    // none is lost in our own socket.
+    big_receive_buffer(sock);
     let reader = sock.try_clone().unwrap();
-    reader.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+    reader
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
     let rx = std::thread::spawn(move || {
         let mut got = Vec::new();
         let mut buf = [0u8; 4096];
@@ -68,6 +72,10 @@ fn burst(sock: &UdpSocket, server: SocketAddr, n: usize, ecs: bool) -> Tally {
     });
     let t0 = Instant::now();
     for i in 0..n {
+        // A short pause every 50 queries bounds what is in flight.
+        if i % 50 == 49 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let mut q = Q::new("www.example.test.", hickory_proto::rr::RecordType::A);
         q.id = i as u16;
         if ecs {
@@ -103,10 +111,31 @@ fn burst(sock: &UdpSocket, server: SocketAddr, n: usize, ecs: bool) -> Tally {
     t
 }
 
+/// SO_RCVBUFFORCE (as root, as in CI) or else SO_RCVBUF up to rmem_max.
+fn big_receive_buffer(sock: &UdpSocket) {
+    use std::os::fd::AsRawFd;
+    let size: libc::c_int = 8 << 20;
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
+        let r = unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                &size as *const _ as *const libc::c_void,
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            return;
+        }
+    }
+}
+
 fn metric(http: SocketAddr, line: &str) -> Option<u64> {
     let mut c = TcpStream::connect(http).ok()?;
     c.set_read_timeout(Some(Duration::from_secs(3))).ok()?;
-    c.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").ok()?;
+    c.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+        .ok()?;
     let mut s = String::new();
     c.read_to_string(&mut s).ok()?;
     s.lines()
@@ -139,8 +168,14 @@ fn flood_is_limited_while_another_client_is_answered_in_full() {
     eprintln!("flood from 127.0.0.1: {t:?}");
     // One second's burst, plus what refills while the queries arrive.
     let allowed = RATE as f64 * (1.0 + t.spread.as_secs_f64());
-    assert!(t.full >= RATE as usize, "fewer than the burst answered: {t:?}");
-    assert!(t.full as f64 <= allowed + 2.0, "more than the rate answered: {t:?}");
+    assert!(
+        t.full >= RATE as usize,
+        "fewer than the burst answered: {t:?}"
+    );
+    assert!(
+        t.full as f64 <= allowed + 2.0,
+        "more than the rate answered: {t:?}"
+    );
     // slip = 2: every second limited response is sent truncated.
     let limited = n - t.full;
     assert!(
@@ -152,7 +187,11 @@ fn flood_is_limited_while_another_client_is_answered_in_full() {
 
     // The other client, right after the flood: all answered in full.
     let o = burst(&other, s.addr, RATE as usize, false);
-    assert_eq!((o.full, o.slipped, o.lost), (RATE as usize, 0, 0), "127.0.0.2: {o:?}");
+    assert_eq!(
+        (o.full, o.slipped, o.lost),
+        (RATE as usize, 0, 0),
+        "127.0.0.2: {o:?}"
+    );
 
     // TCP from the flooding address is never limited.
     for id in 0..5u16 {
@@ -164,8 +203,16 @@ fn flood_is_limited_while_another_client_is_answered_in_full() {
     }
 
     // The counters in /metrics agree with what the client saw.
-    let dropped = metric_reaches(http, "meridian_rrl_responses_total{action=\"dropped\"}", t.lost as u64);
-    let slipped = metric_reaches(http, "meridian_rrl_responses_total{action=\"slipped\"}", t.slipped as u64);
+    let dropped = metric_reaches(
+        http,
+        "meridian_rrl_responses_total{action=\"dropped\"}",
+        t.lost as u64,
+    );
+    let slipped = metric_reaches(
+        http,
+        "meridian_rrl_responses_total{action=\"slipped\"}",
+        t.slipped as u64,
+    );
     assert_eq!((dropped, slipped), (t.lost as u64, t.slipped as u64));
 
     // A second later the bucket has refilled: about one second's worth again.
@@ -182,7 +229,10 @@ fn flood_is_limited_while_another_client_is_answered_in_full() {
 #[test]
 fn slip_zero_drops_everything_over_the_limit() {
     let dir = TempDir::new("rrl0");
-    let (s, _http) = start(&dir, "responses_per_second = 10\nslip = 0\nipv4_prefix = 32");
+    let (s, _http) = start(
+        &dir,
+        "responses_per_second = 10\nslip = 0\nipv4_prefix = 32",
+    );
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     let t = burst(&sock, s.addr, 200, false);
     assert_eq!(t.slipped, 0, "{t:?}");
@@ -216,10 +266,22 @@ fn off_by_default() {
 fn bad_rrl_settings_are_errors_with_their_line() {
     let dir = TempDir::new("rrlbad");
     for (rrl, msg) in [
-        ("responses_per_second = 0", "responses_per_second must be at least 1"),
-        ("responses_per_second = 5\nipv4_prefix = 33", "ipv4_prefix must be 0 to 32"),
-        ("responses_per_second = 5\nipv6_prefix = 129", "ipv6_prefix must be 0 to 128"),
-        ("responses_per_second = 5\nwindow = 15", "unknown field `window`"),
+        (
+            "responses_per_second = 0",
+            "responses_per_second must be at least 1",
+        ),
+        (
+            "responses_per_second = 5\nipv4_prefix = 33",
+            "ipv4_prefix must be 0 to 32",
+        ),
+        (
+            "responses_per_second = 5\nipv6_prefix = 129",
+            "ipv6_prefix must be 0 to 128",
+        ),
+        (
+            "responses_per_second = 5\nwindow = 15",
+            "unknown field `window`",
+        ),
     ] {
         let cfg = config(&dir, rrl);
         let (code, _, err) = run(&["check", "--config", cfg.to_str().unwrap()]);

@@ -5,7 +5,9 @@
 use meridian::ecs::{ClientSubnet, Scope};
 
 pub fn run_one(data: &[u8]) {
-    let Ok(c) = ClientSubnet::parse(data) else { return };
+    let Ok(c) = ClientSubnet::parse(data) else {
+        return;
+    };
     assert_eq!(c.wire_len(), 4 + data.len());
     assert_eq!(c.addr_octets(), &data[4..]);
     let mut echo = [0u8; 24];

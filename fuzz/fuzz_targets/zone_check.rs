@@ -15,7 +15,9 @@ fn origin() -> &'static Name {
 }
 
 pub fn run_one(data: &[u8]) {
-    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
     if text.to_ascii_lowercase().contains("include") {
         return;
     }

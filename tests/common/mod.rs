@@ -101,7 +101,8 @@ impl Server {
         }
         cmd.args(extra);
         cmd.arg("--workers").arg("1");
-        // CI runs as root; fixtures name no `user` (tests/privileges.rs covers that).
+        // CI runs as root and fixtures name no `user`: stay root, wherever the
+        // checkout is (tests/privileges.rs covers the switch to `user`).
         if !extra.contains(&"--allow-root") {
             cmd.arg("--allow-root");
         }
@@ -117,12 +118,14 @@ impl Server {
             let mut tx = Some(tx);
             for line in BufReader::new(err).lines() {
                 let Ok(line) = line else { break };
-                if line.contains("meridian: ready") {
+                let ready = line.contains("meridian: ready");
+                // Kept before the ready signal, so a test sees its ready line.
+                l2.lock().unwrap().push(line);
+                if ready {
                     if let Some(t) = tx.take() {
                         let _ = t.send(true);
                     }
                 }
-                l2.lock().unwrap().push(line);
             }
             if let Some(t) = tx.take() {
                 let _ = t.send(false);

@@ -110,7 +110,7 @@ fn start_meridian() -> Meridian {
             .arg(addr.to_string())
             // The example config's fixed HTTP port would collide between parallel tests.
             .args(["--http-listen", "none"])
-            // Run as root in CI: allowed (the example config also drops to `user`).
+            // CI runs as root: allow it (the example's `user` is then not applied).
             .arg("--allow-root")
             .current_dir(repo_root())
             .stdin(Stdio::null())
