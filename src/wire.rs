@@ -333,16 +333,16 @@ fn parse_records(
     let mut ecs_err: Option<EcsError> = None;
     for _ in 0..ar {
         let name_start = i;
-        i = skip_name(p, i).ok_or(edns)?;
-        let rtype = u16_at(p, i).ok_or(edns)?;
-        let class = u16_at(p, i + 2).ok_or(edns)?;
-        let ttl_hi = u16_at(p, i + 4).ok_or(edns)?;
-        let ttl_lo = u16_at(p, i + 6).ok_or(edns)?;
-        let rdlen = u16_at(p, i + 8).ok_or(edns)? as usize;
+        i = skip_name(p, i).ok_or_else(|| scrub(edns, ecs_err))?;
+        let rtype = u16_at(p, i).ok_or_else(|| scrub(edns, ecs_err))?;
+        let class = u16_at(p, i + 2).ok_or_else(|| scrub(edns, ecs_err))?;
+        let ttl_hi = u16_at(p, i + 4).ok_or_else(|| scrub(edns, ecs_err))?;
+        let ttl_lo = u16_at(p, i + 6).ok_or_else(|| scrub(edns, ecs_err))?;
+        let rdlen = u16_at(p, i + 8).ok_or_else(|| scrub(edns, ecs_err))? as usize;
         let rd_start = i + 10;
         let rd_end = rd_start + rdlen;
         if rd_end > p.len() {
-            return Err(edns);
+            return Err(scrub(edns, ecs_err));
         }
         i = rd_end;
         if rtype != TYPE_OPT {
@@ -350,7 +350,7 @@ fn parse_records(
         }
         // RFC 6891 §6.1.1: one OPT, owned by the root.
         if edns.is_some() || p[name_start] != 0 || i - rdlen - 10 != name_start + 1 {
-            return Err(edns);
+            return Err(scrub(edns, ecs_err));
         }
         let mut e = Edns {
             udp_size: class,
@@ -389,9 +389,20 @@ fn parse_records(
     }
     if i != p.len() {
         // Trailing garbage after the last record.
-        return Err(edns);
+        return Err(scrub(edns, ecs_err));
     }
     Ok((edns, ecs_err))
+}
+
+/// The OPT to echo in an error: its ECS only if every ECS option was valid
+/// and the EDNS version is ours (RFC 7871 §7.2.1, RFC 6891 §6.1.3).
+fn scrub(edns: Option<Edns>, ecs_err: Option<EcsError>) -> Option<Edns> {
+    edns.map(|mut e| {
+        if ecs_err.is_some() || e.version != 0 {
+            e.ecs = None;
+        }
+        e
+    })
 }
 
 #[cfg(test)]

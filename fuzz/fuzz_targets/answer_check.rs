@@ -147,13 +147,9 @@ fn check(q: &[u8], r: &[u8], tcp: bool) {
     }
 }
 
-/// Known and reported (fuzz/regressions/answer/formerr-echoes-second-ecs):
-/// a query whose OPT holds a malformed ECS option and then a good one (or
-/// has EDNS version > 0), followed by trailing bytes, gets a FORMERR that
-/// echoes the good ECS (src/wire.rs, the error path of `parse_records`
-/// returns the OPT with its ECS without the ECS error). Until that is fixed
-/// the strict echo checks apply to answers other than FORMERR only.
-const STRICT_ECS_ECHO: bool = false;
+/// The echo checks apply to every response, FORMERR included (the input
+/// fuzz/regressions/answer/formerr-echoes-second-ecs once broke them).
+const STRICT_ECS_ECHO: bool = true;
 
 /// The EDNS version of the query's OPT (0 if none could be read).
 fn opt_version(p: &[u8]) -> u8 {

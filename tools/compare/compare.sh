@@ -92,6 +92,7 @@ mkdir -p "$OUT/bin"
 OUT=$(cd "$OUT" && pwd)
 note "output in $OUT"
 # Private copies: a rebuild during the run must not change what is measured.
+REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- src Cargo.toml Cargo.lock 2>/dev/null || echo '+dirty')
 cp "$MERIDIAN" "$OUT/bin/meridian" && MERIDIAN=$OUT/bin/meridian
 cp "$LOADGEN" "$OUT/bin/meridian-loadgen" && LOADGEN=$OUT/bin/meridian-loadgen
 
@@ -252,7 +253,7 @@ ROWS=$OUT/runs.tsv
 
 # measure STEP SERVER WORKLOAD RUN [loadgen args...]: one run, redone while disturbed.
 measure() {
-    local step=$1 name=$2 w=$3 r=$4 pid port out try s0 s1 m0 m1 st0 st1 c0 c1 tm oth stl TIMEFORMAT="%3R %3U %3S"
+    local step=$1 name=$2 w=$3 r=$4 pid port out try s0 s1 m0 m1 st0 st1 c0 c1 tm oth stl during TIMEFORMAT="%3R %3U %3S"
     shift 4
     pid=${PID[$name]}
     port=$(port_of "$name")
@@ -260,11 +261,15 @@ measure() {
         wait_quiet
         out=$OUT/raw/$step.$name.$w.$r.json
         mkdir -p "$OUT/raw"
+        during=
+        # DURING_RUN: a command run in the background alongside each try (reload step).
+        if [ -n "${DURING_RUN:-}" ]; then bash -c "$DURING_RUN" & during=$!; fi
         s0=$(proc_ticks "$pid"); m0=$(machine_ticks); st0=$(steal_ticks); c0=$(cpu_ticks "${SERVER_CPU%%,*}")
         tm=$( { time taskset -c "$CLIENT_CPU" "$LOADGEN" --server "127.0.0.1:$port" --queries "$Q/$w.txt" \
             --duration "$DURATION" --inflight "$INFLIGHT" --batch "$BATCH" --json "$@" \
             >"$out" 2>>"$OUT/loadgen.err"; } 2>&1 ) || die "load generator failed (see $OUT/loadgen.err)"
         m1=$(machine_ticks); s1=$(proc_ticks "$pid"); st1=$(steal_ticks); c1=$(cpu_ticks "${SERVER_CPU%%,*}")
+        if [ -n "$during" ]; then wait "$during" 2>/dev/null || true; fi
         # other = machine busy - server - generator (whole process), in % of one CPU
         oth=$(echo "$tm" | awk -v s=$((s1 - s0)) -v m=$((m1 - m0)) -v hz="$CLK_TCK" \
             '{ o = (m / hz - s / hz - $2 - $3) / $1 * 100; printf "%.0f", o < 0 ? 0 : o }')
@@ -329,7 +334,7 @@ median_table() {
 header() {
     echo
     echo "## $1"
-    echo "# meridian $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo '+dirty'), $(gdnsd -V 2>&1 | sed -n 's/.*\(gdnsd version [0-9.]*\).*/\1/p' | head -1), $(knotd -V 2>&1 | sed -n 's/.*version /knot /p'),"
+    echo "# meridian $REV (tree at the start; binary built $(date -r "$MERIDIAN" -u +%Y-%m-%dT%H:%MZ)), $(gdnsd -V 2>&1 | sed -n 's/.*\(gdnsd version [0-9.]*\).*/\1/p' | head -1), $(knotd -V 2>&1 | sed -n 's/.*version /knot /p'),"
     echo "# $(uname -r), $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(date -u +%Y-%m-%dT%H:%MZ)"
     echo "# db $(basename "$GEOIP_MMDB") ($(stat -c %s "$GEOIP_MMDB") bytes), $(grep -c . "$Q/geo-ecs.txt") geo-ecs subnets (seed $SEED)"
     echo "# server CPU $SERVER_CPU, generator CPU $CLIENT_CPU, ${DURATION} s x $RUNS, inflight $INFLIGHT, batch $BATCH"
@@ -436,19 +441,24 @@ if has_step memory && [ -n "${PID[meridian]:-}" ]; then
 fi
 
 if has_step reload && [ -n "${PID[meridian]:-}" ]; then
-    # SIGHUPs during a fixed-rate geo-ecs run: lost queries and the worst latency.
-    (
-        sleep 2
-        for i in 1 2 3; do kill -HUP "${PID[meridian]}"; sleep $(( (DURATION - 2) / 3 > 0 ? (DURATION - 2) / 3 : 1 )); done
-    ) &
-    hup=$!
-    measure reload meridian geo-ecs 1 --rate "$RATE"
-    wait "$hup" 2>/dev/null || true
-    sleep 1
-    measure reload meridian geo-ecs 2 --rate "$RATE"
-    { header "reload: meridian under $RATE qps geo-ecs; run 1 with 3 SIGHUP reloads, run 2 without"
-      awk -F'\t' 'NR == 1 || $1 == "reload" { printf "%-8s %-9s %-8s %4s %8s %6s %8s %8s %8s %6s\n", $1, $2, $3, $4, $5, $6, $11, $12, $13, $14 }' "$ROWS"
-      echo "reloads seen in the log: $(grep -c '^meridian: reloaded' "$OUT/run/meridian/server.log")"
+    # Two SIGHUP reloads (1 s and 5 s into each run) during fixed-rate geo-ecs runs,
+    # interleaved with runs without: lost queries and the worst latency. The
+    # reload thread shares the server's CPU with the UDP worker.
+    log=$OUT/run/meridian/server.log
+    for r in $(seq "$RUNS"); do
+        n0=$(grep -c '^meridian: reloaded' "$log" || true)
+        DURING_RUN="sleep 1; kill -HUP ${PID[meridian]}; sleep 4; kill -HUP ${PID[meridian]}" \
+            measure reload meridian geo-ecs+hup "$r" --rate "$RATE"
+        for _ in $(seq 100); do
+            [ "$(grep -c '^meridian: reloaded' "$log" || true)" -ge $((n0 + 2)) ] && break
+            sleep 0.1
+        done
+        echo "run $r: $(( $(grep -c '^meridian: reloaded' "$log" || true) - n0 )) reloads" >>"$OUT/reloads.txt"
+        measure reload meridian geo-ecs "$r" --rate "$RATE"
+    done
+    { header "reload: meridian under $RATE qps geo-ecs; geo-ecs+hup runs have 2 SIGHUP reloads each (at 1 s and 5 s)"
+      awk -F'\t' 'NR == 1 || $1 == "reload" { printf "%-8s %-9s %-11s %4s %8s %6s %8s %8s %8s %6s\n", $1, $2, $3, $4, $5, $6, $11, $12, $13, $14 }' "$ROWS"
+      echo "reloads done in each geo-ecs+hup cell (all its tries): $(tr '\n' ';' <"$OUT/reloads.txt")"
     } | tee -a "$TABLE"
 fi
 
@@ -479,7 +489,7 @@ if has_step profile; then
         for s in $SERVERS; do
             echo "top symbols, $s:"
             perf report -i "$OUT/perf.$s.data" --no-children --sort dso,sym --stdio -g none 2>/dev/null |
-                grep -v '^#' | grep '%' | head -25
+                grep -v '^#' | grep '%' | head -25 || true
         done
     } | tee -a "$TABLE"
 fi
