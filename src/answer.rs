@@ -44,8 +44,6 @@ pub struct Scratch {
     pub query: Query,
 }
 
-
-
 /// Result of resolving inside the zones.
 struct Resolved {
     rcode: u16,
@@ -93,7 +91,13 @@ impl Engine {
             }
             Err(Reject::BadVers { question_end, edns }) => {
                 outcome.rcode = RCODE_BADVERS;
-                return Some(self.error(&mut w, req, Some(question_end), Some(edns), RCODE_BADVERS));
+                return Some(self.error(
+                    &mut w,
+                    req,
+                    Some(question_end),
+                    Some(edns),
+                    RCODE_BADVERS,
+                ));
             }
             Err(Reject::NotImp { edns }) => {
                 outcome.rcode = RCODE_NOTIMP;
@@ -133,7 +137,10 @@ impl Engine {
         outcome.pool = r.pool;
 
         let ecs = q.edns.and_then(|e| e.ecs);
-        let opt_len = q.edns.map(|_| 11 + ecs.map(|c| c.wire_len()).unwrap_or(0)).unwrap_or(0);
+        let opt_len = q
+            .edns
+            .map(|_| 11 + ecs.map(|c| c.wire_len()).unwrap_or(0))
+            .unwrap_or(0);
         let mut tc = false;
         if w.overflow || w.len + opt_len > limit {
             // RFC 2181 §9: drop whole sections rather than send a partial RRset.
@@ -145,10 +152,16 @@ impl Engine {
             outcome.truncated = true;
         }
         if let Some(e) = q.edns {
-            put_opt(&mut w, self.payload, e.dnssec_ok, 0, ecs.map(|c| (c, r.scope)));
+            put_opt(
+                &mut w,
+                self.payload,
+                e.dnssec_ok,
+                0,
+                ecs.map(|c| (c, r.scope)),
+            );
             w.ar += 1;
             if ecs.is_some() {
-                outcome.scope = Some(r.scope.len());
+                outcome.scope = Some(r.scope.prefix_len());
             }
         }
         outcome.rcode = r.rcode;
@@ -509,8 +522,7 @@ impl<'e> Ctx<'e> {
             }
             None => match binding.when_all_down {
                 AllDown::All => {
-                    let Some(&p) = list.iter().find(|&&p| !e.pools[p].family(v6).is_empty())
-                    else {
+                    let Some(&p) = list.iter().find(|&&p| !e.pools[p].family(v6).is_empty()) else {
                         unreachable!("any_family checked above")
                     };
                     let members = e.pools[p].family(v6);
@@ -520,7 +532,14 @@ impl<'e> Ctx<'e> {
                     let kept = |m: &crate::pool::Member| !e.health.is_drained(m.health);
                     let mut n = select(members, binding.mode, &kept, slot, e.generation, &mut out);
                     if n == 0 {
-                        n = select(members, binding.mode, &|_| true, slot, e.generation, &mut out);
+                        n = select(
+                            members,
+                            binding.mode,
+                            &|_| true,
+                            slot,
+                            e.generation,
+                            &mut out,
+                        );
                     }
                     (p, n, binding.degraded_ttl)
                 }
@@ -618,7 +637,13 @@ fn out_len(n: usize) -> usize {
 }
 
 /// The OPT pseudo-record (RFC 6891 §6.1.2), with the ECS echo if any.
-fn put_opt(w: &mut Writer, payload: u16, dnssec_ok: bool, ext_rcode: u8, ecs: Option<(ClientSubnet, Scope)>) {
+fn put_opt(
+    w: &mut Writer,
+    payload: u16,
+    dnssec_ok: bool,
+    ext_rcode: u8,
+    ecs: Option<(ClientSubnet, Scope)>,
+) {
     w.put(&[0]);
     w.put_u16(TYPE_OPT);
     w.put_u16(payload);

@@ -43,7 +43,7 @@ impl Scope {
         Scope(len)
     }
 
-    pub fn len(self) -> u8 {
+    pub fn prefix_len(self) -> u8 {
         self.0
     }
 }

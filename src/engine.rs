@@ -169,7 +169,10 @@ fn build(src: &Source, cfg: ConfigFile, prev: Option<&Engine>) -> Result<Engine,
             .insert(zone.origin.clone(), zones.len())
             .is_some()
         {
-            return Err(src.err(z.span(), format!("zone {} is listed twice", zone.origin_text)));
+            return Err(src.err(
+                z.span(),
+                format!("zone {} is listed twice", zone.origin_text),
+            ));
         }
         zones.push(zone);
     }
@@ -183,14 +186,7 @@ fn build(src: &Source, cfg: ConfigFile, prev: Option<&Engine>) -> Result<Engine,
     let mut pools = Vec::new();
     let mut pool_index = HashMap::new();
     for (name, p) in &cfg.pool {
-        let pool = build_pool(
-            src,
-            name,
-            p,
-            &checks,
-            &mut health_specs,
-            &mut spec_index,
-        )?;
+        let pool = build_pool(src, name, p, &checks, &mut health_specs, &mut spec_index)?;
         pool_index.insert(name.clone(), pools.len());
         pools.push(pool);
     }
@@ -244,7 +240,10 @@ fn build(src: &Source, cfg: ConfigFile, prev: Option<&Engine>) -> Result<Engine,
                 }
             }
             found.ok_or_else(|| {
-                src.err(span.clone(), format!("{} is not in any served zone", name_text(&w)))
+                src.err(
+                    span.clone(),
+                    format!("{} is not in any served zone", name_text(&w)),
+                )
             })?
         };
         let zone = &mut zones[zi];
@@ -299,15 +298,23 @@ fn build(src: &Source, cfg: ConfigFile, prev: Option<&Engine>) -> Result<Engine,
                 ))
             }
         };
-        if n.count.is_some() && !matches!(mode, Mode::Some(_)) {
-            return Err(src.err(
-                n.count.as_ref().unwrap().span(),
-                "count applies only to mode \"some\"",
-            ));
+        if let (Some(c), false) = (&n.count, matches!(mode, Mode::Some(_))) {
+            return Err(src.err(c.span(), "count applies only to mode \"some\""));
         }
         let ttl = ranged(src, &n.ttl, 30, 1, 86400, "ttl")?;
-        let degraded_ttl = ranged(src, &n.degraded_ttl, 10.min(ttl as i64), 1, 86400, "degraded_ttl")?;
-        let when_all_down = match n.when_all_down.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
+        let degraded_ttl = ranged(
+            src,
+            &n.degraded_ttl,
+            10.min(ttl as i64),
+            1,
+            86400,
+            "degraded_ttl",
+        )?;
+        let when_all_down = match n
+            .when_all_down
+            .as_ref()
+            .map(|s| (s.get_ref().as_str(), s.span()))
+        {
             None | Some(("all", _)) => AllDown::All,
             Some(("empty", _)) => AllDown::Empty,
             Some(("servfail", _)) => AllDown::Servfail,
@@ -441,9 +448,7 @@ fn build(src: &Source, cfg: ConfigFile, prev: Option<&Engine>) -> Result<Engine,
             (Some(_), Some(_)) => {
                 return Err(src.err(span.clone(), "a name has either pool or geo, not both"))
             }
-            (None, None) => {
-                return Err(src.err(span.clone(), "a name needs a pool or geo rules"))
-            }
+            (None, None) => return Err(src.err(span.clone(), "a name needs a pool or geo rules")),
         };
         let node = zone.node_id(&w);
         // Keys differing only in case or a trailing dot name the same owner.
@@ -469,7 +474,10 @@ fn build(src: &Source, cfg: ConfigFile, prev: Option<&Engine>) -> Result<Engine,
         });
     }
 
-    let health = Arc::new(HealthTable::new(&health_specs, prev.map(|p| (&*p.health, &p.checks[..]))));
+    let health = Arc::new(HealthTable::new(
+        &health_specs,
+        prev.map(|p| (&*p.health, &p.checks[..])),
+    ));
     // Operator overrides live outside the engine and survive reloads.
     crate::health::checker::apply_overrides(&health, &health_specs);
     Ok(Engine {
@@ -484,7 +492,12 @@ fn build(src: &Source, cfg: ConfigFile, prev: Option<&Engine>) -> Result<Engine,
         checks: health_specs,
         payload: payload as u16,
         generation: GENERATION.fetch_add(1, Ordering::Relaxed),
-        listen: cfg.server.listen.iter().map(|l| l.get_ref().clone()).collect(),
+        listen: cfg
+            .server
+            .listen
+            .iter()
+            .map(|l| l.get_ref().clone())
+            .collect(),
         log: cfg.server.log.clone(),
         workers: cfg.server.workers,
         tcp_idle_ms: cfg.server.tcp_idle_timeout_ms,
@@ -621,7 +634,10 @@ fn build_pool(
             return Err(src.err(m.span(), format!("weight must be 1..=65535, not {weight}")));
         }
         if !seen.insert(ip) {
-            return Err(src.err(m.span(), format!("member {ip} is listed twice in pool {name:?}")));
+            return Err(src.err(
+                m.span(),
+                format!("member {ip} is listed twice in pool {name:?}"),
+            ));
         }
         let check = match check {
             Some(c) => find_check(c, m.span())?,
@@ -656,7 +672,10 @@ fn build_pool(
             IpAddr::V6(_) => pool.v6.push(member),
         }
         if pool.v4.len() > MAX_MEMBERS || pool.v6.len() > MAX_MEMBERS {
-            return Err(src.err(m.span(), format!("a pool holds at most {MAX_MEMBERS} members per family")));
+            return Err(src.err(
+                m.span(),
+                format!("a pool holds at most {MAX_MEMBERS} members per family"),
+            ));
         }
     }
     Ok(pool)
@@ -664,8 +683,5 @@ fn build_pool(
 
 /// Does `name` (wire) fall in a served zone? Used by tools.
 pub fn in_zone(engine: &Engine, name: &[u8]) -> bool {
-    engine
-        .zones
-        .iter()
-        .any(|z| is_subdomain(name, &z.origin))
+    engine.zones.iter().any(|z| is_subdomain(name, &z.origin))
 }

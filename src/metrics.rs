@@ -200,8 +200,10 @@ impl Histogram {
             .position(|&b| s <= b)
             .unwrap_or(LATENCY_BUCKETS.len());
         self.buckets[i].fetch_add(1, Ordering::Relaxed);
-        self.sum_us
-            .fetch_add(d.as_micros().min(u64::MAX as u128) as u64, Ordering::Relaxed);
+        self.sum_us.fetch_add(
+            d.as_micros().min(u64::MAX as u128) as u64,
+            Ordering::Relaxed,
+        );
         self.count.fetch_add(1, Ordering::Relaxed);
     }
 

@@ -103,7 +103,7 @@ impl Rng {
     }
 
     #[inline]
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0xA076_1D64_78BD_642F);
         let t = (self.0 as u128).wrapping_mul((self.0 ^ 0xE703_7ED1_A0B4_28DB) as u128);
         ((t >> 64) ^ t) as u64
@@ -112,7 +112,7 @@ impl Rng {
     /// Uniform in 0..n (n > 0), by multiply-shift.
     #[inline]
     pub fn below(&mut self, n: u64) -> u64 {
-        ((self.next() as u128 * n as u128) >> 64) as u64
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
     }
 }
 

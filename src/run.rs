@@ -202,7 +202,10 @@ pub fn reload(shared: &Arc<Shared>, why: &str) {
             crate::health::restart(shared);
             shared.metrics.reloads_ok.fetch_add(1, Ordering::Relaxed);
             tracing::info!("reloaded ({why}): {names} name(s) on pools");
-            eprintln!("meridian: reloaded ({why}) in {} ms", shared.engine.load().load_ms);
+            eprintln!(
+                "meridian: reloaded ({why}) in {} ms",
+                shared.engine.load().load_ms
+            );
         }
         Err(e) => {
             shared

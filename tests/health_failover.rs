@@ -8,8 +8,8 @@ mod health_support;
 
 use std::net::Ipv4Addr;
 
-use health_support::*;
 use common::Q;
+use health_support::*;
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
 

@@ -134,7 +134,7 @@ fn launch(r: &mut Runner, engine: Arc<Engine>) {
             let spread = (check.interval_ms / 4).clamp(1, 1000);
             Duration::from_millis(rng.below(spread))
         });
-        let seed = rng.next();
+        let seed = rng.next_u64();
         let task = handle.spawn(run(
             engine.health.clone(),
             i,

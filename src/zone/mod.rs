@@ -254,9 +254,7 @@ impl Zone {
             // CNAME and other data cannot share a name (RFC 1034 §3.6.2).
             let has_cname = node.rrset(TYPE_CNAME).is_some();
             let has_other = node.rrsets.iter().any(|r| r.rtype != TYPE_CNAME);
-            if (rec.rtype == TYPE_CNAME && (has_other || has_cname))
-                || (rec.rtype != TYPE_CNAME && has_cname)
-            {
+            if has_cname || (rec.rtype == TYPE_CNAME && has_other) {
                 let first = node
                     .origins
                     .first()

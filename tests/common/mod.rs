@@ -96,7 +96,7 @@ impl Server {
         for a in listen {
             cmd.arg("--listen").arg(a.to_string());
         }
-        if !extra.iter().any(|a| *a == "--http-listen") {
+        if !extra.contains(&"--http-listen") {
             cmd.arg("--http-listen").arg("none");
         }
         cmd.args(extra);
@@ -371,8 +371,8 @@ pub fn opt_record(resp: &[u8]) -> Option<(u16, u32, Vec<u8>)> {
         i = skip_name(resp, i)? + 4;
     }
     let mut found = None;
-    for s in 1..4 {
-        for _ in 0..counts[s] {
+    for (s, &count) in counts.iter().enumerate().skip(1) {
+        for _ in 0..count {
             i = skip_name(resp, i)?;
             let t = u16::from_be_bytes([resp[i], resp[i + 1]]);
             let class = u16::from_be_bytes([resp[i + 2], resp[i + 3]]);
