@@ -28,6 +28,14 @@ pub fn serve(
 ) -> Result<(), String> {
     let engine = Engine::load(config).map_err(|e| e.to_string())?;
     init_logging(&engine.log);
+    // Logging starts after the first load, so report that load here.
+    tracing::info!(
+        "loaded {} in {} ms: {} zone(s), {} name(s) on pools",
+        config.display(),
+        engine.load_ms,
+        engine.zones.len(),
+        engine.bindings.len()
+    );
     // Decide about root before binding anything.
     let switch_to = privileges(&engine, allow_root)?;
     let listen: Vec<SocketAddr> = if listen.is_empty() {
