@@ -96,7 +96,11 @@ pub fn serve(
     // Every socket is bound: give up root before serving anything.
     if let Some(u) = &switch_to {
         drop_privileges(u)?;
-        check_readable(&shared.engine.load(), u)?;
+        // Serving works without them; only reloads would fail. Say so loudly.
+        if let Err(warning) = check_readable(&shared.engine.load(), u) {
+            tracing::warn!("{warning}");
+            eprintln!("{warning}");
+        }
     }
     let mut bound = Vec::new();
     for s in &udp {
@@ -359,7 +363,7 @@ pub fn drop_privileges(u: &SwitchUser) -> Result<(), String> {
     Ok(())
 }
 
-/// After switching users, the files a reload reads must still be readable.
+/// After switching users, the files a reload reads should still be readable.
 fn check_readable(engine: &Engine, u: &SwitchUser) -> Result<(), String> {
     let mut files: Vec<&Path> = vec![&engine.config_path];
     if let Some(g) = &engine.geo_path {
