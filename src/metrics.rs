@@ -76,11 +76,31 @@ impl Metrics {
         }
     }
 
-    /// Count one query directly (TCP, where the rate is low).
+    /// Count one query straight into the atomics (TCP, where there is no
+    /// batch to amortise a `Local` over).
     pub fn record_one(&self, o: &Outcome, answered: bool) {
-        let mut l = Local::default();
-        l.record(o, answered);
-        l.flush(self);
+        let add = |a: &AtomicU64| {
+            a.fetch_add(1, Ordering::Relaxed);
+        };
+        add(&self.queries);
+        if !answered {
+            add(&self.dropped);
+            return;
+        }
+        add(&self.rcode[(o.rcode as usize).min(RCODES - 1)]);
+        add(&self.qtype[qtype_slot(o.qtype)]);
+        if o.truncated {
+            add(&self.truncated);
+        }
+        if o.ecs {
+            add(&self.ecs);
+        }
+        if let Some(s) = o.scope {
+            add(&self.scope[(s as usize).min(128)]);
+        }
+        if let Some((_, p)) = o.pool.filter(|&(_, p)| (p as usize) < MAX_POOLS) {
+            add(&self.pool_answers[p as usize]);
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
@@ -29,19 +29,6 @@ fn framed(msg: &[u8]) -> Vec<u8> {
 fn ask_on(c: &mut TcpStream, q: &[u8]) -> Option<Resp> {
     c.write_all(&framed(q)).ok()?;
     tcp_recv(c).map(Resp::new)
-}
-
-/// Wait for the server to close `c`; how long that took (None: still open
-/// after `limit`, or data arrived instead).
-fn closed_within(c: &mut TcpStream, limit: Duration) -> Option<Duration> {
-    let t0 = Instant::now();
-    c.set_read_timeout(Some(limit)).unwrap();
-    let mut b = [0u8; 64];
-    match c.read(&mut b) {
-        Ok(0) => Some(t0.elapsed()),
-        Err(e) if e.kind() == ErrorKind::ConnectionReset => Some(t0.elapsed()),
-        _ => None,
-    }
 }
 
 #[test]

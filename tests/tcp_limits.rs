@@ -46,18 +46,6 @@ fn slowloris(addr: SocketAddr) -> TcpStream {
     c
 }
 
-/// Has the server closed `c` (EOF or reset) within `limit`?
-fn closed_within(c: &mut TcpStream, limit: Duration) -> Option<Duration> {
-    let t0 = Instant::now();
-    c.set_read_timeout(Some(limit)).unwrap();
-    let mut b = [0u8; 64];
-    match c.read(&mut b) {
-        Ok(0) => Some(t0.elapsed()),
-        Err(e) if e.kind() == ErrorKind::ConnectionReset => Some(t0.elapsed()),
-        _ => None,
-    }
-}
-
 /// One query on a new connection, with a short timeout; the answer or None.
 fn tcp_try(addr: SocketAddr, id: u16) -> Option<Resp> {
     let mut c = TcpStream::connect(addr).ok()?;

@@ -768,3 +768,16 @@ impl Server {
         m.metadata.response_code == hickory_proto::op::ResponseCode::NoError
     }
 }
+
+/// Wait for the server to close `c` (EOF or reset); how long that took
+/// (None: still open after `limit`, or data arrived instead).
+pub fn closed_within(c: &mut TcpStream, limit: Duration) -> Option<Duration> {
+    let t0 = Instant::now();
+    c.set_read_timeout(Some(limit)).unwrap();
+    let mut b = [0u8; 64];
+    match c.read(&mut b) {
+        Ok(0) => Some(t0.elapsed()),
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => Some(t0.elapsed()),
+        _ => None,
+    }
+}

@@ -92,20 +92,8 @@ pub fn example_pool(name: &str, v6: bool) -> Vec<String> {
 // Raw packets
 // ---------------------------------------------------------------------------
 
-/// Wire form of a text name.
-pub fn wire_name(name: &str) -> Vec<u8> {
-    let mut v = Vec::new();
-    for l in name
-        .trim_end_matches('.')
-        .split('.')
-        .filter(|l| !l.is_empty())
-    {
-        v.push(l.len() as u8);
-        v.extend_from_slice(l.as_bytes());
-    }
-    v.push(0);
-    v
-}
+/// Wire form of a text name (the shared harness's `wire`).
+pub use crate::common::wire as wire_name;
 
 /// A query; `options` = the OPT RDATA (None: no OPT record at all).
 pub fn query(id: u16, name: &str, qtype: u16, options: Option<&[u8]>) -> Vec<u8> {
