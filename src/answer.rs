@@ -11,7 +11,7 @@ use std::net::IpAddr;
 use crate::ecs::{ClientSubnet, Scope};
 use crate::engine::{AllDown, Binding, Engine, Target};
 use crate::geo::special::special_block;
-use crate::pool::{select, MAX_MEMBERS};
+use crate::pool::{select, MAX_MEMBERS, RR_TTL_AT};
 use crate::render::{Section, Writer};
 use crate::wire::*;
 use crate::zone::{Node, Zone};
@@ -58,15 +58,6 @@ enum Owner<'a> {
     /// The query name: a pointer to offset 12.
     Qname,
     Name(&'a [u8]),
-}
-
-impl Owner<'_> {
-    fn write(self, w: &mut Writer) {
-        match self {
-            Owner::Qname => w.put_u16(0xC00C),
-            Owner::Name(n) => w.put_name(n),
-        }
-    }
 }
 
 impl Engine {
@@ -556,16 +547,21 @@ impl<'e> Ctx<'e> {
             },
         };
         let members = e.pools[pool_idx].family(v6);
-        let rtype = if v6 { TYPE_AAAA } else { TYPE_A };
-        let mut rd = [0u8; 16];
+        let ttl = ttl.to_be_bytes();
         for &i in &out[..n] {
-            let len = members[i as usize].rdata(&mut rd);
-            owner.write(w);
-            w.put_u16(rtype);
-            w.put_u16(CLASS_IN);
-            w.put_u32(ttl);
-            w.put_u16(len as u16);
-            w.put(&rd[..len]);
+            // Copy the member's pre-rendered record and patch its TTL.
+            let rr = members[i as usize].rr();
+            match owner {
+                Owner::Qname => w.put(rr),
+                Owner::Name(name) => {
+                    w.put_name(name);
+                    w.put(&rr[2..]);
+                }
+            }
+            if !w.overflow {
+                let at = w.len - rr.len() + RR_TTL_AT;
+                w.buf[at..at + 4].copy_from_slice(&ttl);
+            }
             w.an += 1;
         }
         self.scope = self.scope.max(scope);

@@ -97,24 +97,22 @@ impl Engine {
         let cfg = src.parse()?;
         let mut engine = build(&src, cfg, prev)?;
         crate::prerender::prerender(&mut engine);
-        let blocks: usize = engine
-            .bindings
-            .iter()
-            .map(|b| match &b.target {
-                Target::Geo(m) => {
-                    let (v4, v6) = m.block_count();
-                    v4 + v6
-                }
-                Target::Pool(_) => 0,
-            })
-            .sum();
+        let (mut blocks, mut bytes) = (0usize, 0usize);
+        for b in &engine.bindings {
+            if let Target::Geo(m) = &b.target {
+                let (v4, v6) = m.block_count();
+                blocks += v4 + v6;
+                bytes += m.table_bytes();
+            }
+        }
         engine.load_ms = t0.elapsed().as_millis() as u64;
         tracing::info!(
-            "loaded {} in {} ms: {} zone(s), {} geo decision block(s)",
+            "loaded {} in {} ms: {} zone(s), {} geo decision block(s) in {} KiB",
             path.display(),
             engine.load_ms,
             engine.zones.len(),
-            blocks
+            blocks,
+            bytes / 1024
         );
         Ok(engine)
     }
@@ -662,11 +660,7 @@ fn build_pool(
             specs.push(spec);
             (specs.len() - 1) as u32
         });
-        let member = Member {
-            addr: ip,
-            weight: weight as u32,
-            health: h,
-        };
+        let member = Member::new(ip, weight as u32, h);
         match ip {
             IpAddr::V4(_) => pool.v4.push(member),
             IpAddr::V6(_) => pool.v6.push(member),

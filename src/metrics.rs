@@ -132,6 +132,12 @@ impl Default for Local {
 }
 
 impl Local {
+    /// A response that the kernel refused as too large (DF) and that went
+    /// out truncated instead.
+    pub fn truncated_on_send(&mut self) {
+        self.truncated += 1;
+    }
+
     #[inline]
     pub fn record(&mut self, o: &Outcome, answered: bool) {
         self.queries += 1;

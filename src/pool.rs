@@ -33,27 +33,53 @@ impl std::fmt::Display for Mode {
     }
 }
 
+/// Offset of the TTL in [`Member::rr`] (after pointer, type and class).
+pub const RR_TTL_AT: usize = 6;
+
 #[derive(Debug, Clone)]
 pub struct Member {
     pub addr: IpAddr,
     pub weight: u32,
     /// Index into the health table.
     pub health: u32,
+    /// The answer record, pre-rendered: owner pointer to the question
+    /// (0xC00C), type, class IN, TTL 0 (patched per answer), RDLENGTH, RDATA.
+    rr: [u8; 28],
+    rr_len: u8,
 }
 
 impl Member {
-    /// RDATA octets of the A or AAAA record.
-    pub fn rdata(&self, out: &mut [u8; 16]) -> usize {
-        match self.addr {
+    pub fn new(addr: IpAddr, weight: u32, health: u32) -> Member {
+        let mut rd = [0u8; 16];
+        let (rtype, len) = match addr {
             IpAddr::V4(a) => {
-                out[..4].copy_from_slice(&a.octets());
-                4
+                rd[..4].copy_from_slice(&a.octets());
+                (crate::wire::TYPE_A, 4)
             }
             IpAddr::V6(a) => {
-                *out = a.octets();
-                16
+                rd = a.octets();
+                (crate::wire::TYPE_AAAA, 16)
             }
+        };
+        let mut rr = [0u8; 28];
+        rr[0..2].copy_from_slice(&0xC00Cu16.to_be_bytes());
+        rr[2..4].copy_from_slice(&rtype.to_be_bytes());
+        rr[4..6].copy_from_slice(&crate::wire::CLASS_IN.to_be_bytes());
+        rr[10..12].copy_from_slice(&(len as u16).to_be_bytes());
+        rr[12..12 + len].copy_from_slice(&rd[..len]);
+        Member {
+            addr,
+            weight,
+            health,
+            rr,
+            rr_len: 12 + len as u8,
         }
+    }
+
+    /// The pre-rendered record; its TTL is at `RR_TTL_AT`.
+    #[inline]
+    pub fn rr(&self) -> &[u8] {
+        &self.rr[..self.rr_len as usize]
     }
 }
 
@@ -263,11 +289,7 @@ mod tests {
         weights
             .iter()
             .enumerate()
-            .map(|(i, &w)| Member {
-                addr: IpAddr::from([192, 0, 2, i as u8 + 1]),
-                weight: w,
-                health: i as u32,
-            })
+            .map(|(i, &w)| Member::new(IpAddr::from([192, 0, 2, i as u8 + 1]), w, i as u32))
             .collect()
     }
 

@@ -75,9 +75,41 @@ pub fn bind_udp(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
     s.set_reuse_address(true)?;
     // A bounded buffer: bursts queue in the kernel, floods are dropped there.
     let _ = s.set_recv_buffer_size(4 << 20);
+    dont_fragment(&s, addr.is_ipv6());
     s.bind(&addr.into())?;
     s.set_read_timeout(Some(Duration::from_millis(200)))?;
     Ok(s.into())
+}
+
+/// Send UDP responses with DF set (RFC 9715 §3.2: avoid IP fragmentation),
+/// at the interface MTU rather than a path MTU that spoofed ICMP could
+/// lower. A response that does not fit fails with EMSGSIZE and is sent
+/// truncated instead (`udp_worker`). It also spares the kernel an IP ID
+/// per datagram, which it needs only for packets that may be fragmented.
+fn dont_fragment(s: &Socket, v6: bool) {
+    use std::os::fd::AsRawFd;
+    let (level, opt, val) = if v6 {
+        (libc::IPPROTO_IPV6, libc::IPV6_DONTFRAG, 1)
+    } else {
+        (
+            libc::IPPROTO_IP,
+            libc::IP_MTU_DISCOVER,
+            libc::IP_PMTUDISC_PROBE,
+        )
+    };
+    // SAFETY: a plain int option on a socket we own.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            level,
+            opt,
+            &val as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        tracing::debug!("udp: cannot set DF: {}", std::io::Error::last_os_error());
+    }
 }
 
 pub fn bind_tcp(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
@@ -134,6 +166,8 @@ pub fn udp_worker(shared: Arc<Shared>, sock: std::net::UdpSocket, share: usize) 
         .collect();
     let mut tx_msgs: Vec<libc::mmsghdr> =
         (0..BATCH).map(|_| unsafe { std::mem::zeroed() }).collect();
+    // tx_msgs[k] answers rx slot tx_slot[k].
+    let mut tx_slot = [0usize; BATCH];
     let mut outcome = Outcome::default();
     let mut local = crate::metrics::Local::default();
     let mut last_flush = std::time::Instant::now();
@@ -199,19 +233,31 @@ pub fn udp_worker(shared: Arc<Shared>, sock: std::net::UdpSocket, share: usize) 
                 h.msg_hdr.msg_namelen = rx_msgs[i].msg_hdr.msg_namelen;
                 h.msg_hdr.msg_iov = &mut tx_iov[i];
                 h.msg_hdr.msg_iovlen = 1;
+                tx_slot[nout] = i;
                 nout += 1;
             }
         }
         let mut sent = 0;
+        let mut shrunk = usize::MAX;
         while sent < nout {
             let r = unsafe {
                 libc::sendmmsg(fd, tx_msgs[sent..].as_mut_ptr(), (nout - sent) as u32, 0)
             };
-            if r <= 0 {
+            if r > 0 {
+                sent += r as usize;
+                continue;
+            }
+            let i = tx_slot[sent];
+            let err = std::io::Error::last_os_error().raw_os_error();
+            if err == Some(libc::EMSGSIZE) && shrunk != sent {
+                // Larger than the interface MTU, and DF is set: send the
+                // truncated form so that the client retries over TCP.
+                tx_iov[i].iov_len = slip_response(&mut tx[i], tx_iov[i].iov_len);
+                shrunk = sent;
+                local.truncated_on_send();
+            } else {
                 // Skip the datagram that failed (e.g. an unreachable client).
                 sent += 1;
-            } else {
-                sent += r as usize;
             }
         }
         // Flush often enough that /metrics is current within ~10 ms.

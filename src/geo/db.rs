@@ -201,6 +201,20 @@ impl GeoDb {
     /// As [`Self::for_each_network`], also passing the record's data offset,
     /// which is equal for networks sharing one record (a cache key).
     pub(crate) fn for_each_record(&self, mut f: impl FnMut(IpNet, usize, &Location)) {
+        let mut cache: HashMap<usize, Location> = HashMap::new();
+        self.for_each_leaf(|net, offset, decode| {
+            let loc = cache.entry(offset).or_insert_with(decode);
+            f(net, offset, loc);
+        });
+    }
+
+    /// Every network with data, in address order, with its record offset
+    /// and a decoder for its record: callers that cache by offset decode
+    /// each record once and keep no `Location` they do not need.
+    pub(crate) fn for_each_leaf(
+        &self,
+        mut f: impl FnMut(IpNet, usize, &mut dyn FnMut() -> Location),
+    ) {
         let iter = match self.reader.networks(WithinOptions::default()) {
             Ok(it) => it,
             Err(e) => {
@@ -208,7 +222,6 @@ impl GeoDb {
                 return;
             }
         };
-        let mut cache: HashMap<usize, Location> = HashMap::new();
         for item in iter {
             let r = match item {
                 Ok(r) => r,
@@ -227,8 +240,7 @@ impl GeoDb {
                 }
                 _ => continue,
             };
-            let loc = cache.entry(offset).or_insert_with(|| self.decode(&r));
-            f(net, offset, loc);
+            f(net, offset, &mut || self.decode(&r));
         }
     }
 

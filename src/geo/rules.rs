@@ -232,11 +232,15 @@ impl GeoMap {
         let (mut db4, mut db6) = (Vec::new(), Vec::new());
         if let Some(db) = db {
             let mut by_record: HashMap<usize, u32> = HashMap::new();
-            db.for_each_record(|net, key, loc| {
+            db.for_each_leaf(|net, key, decode| {
                 let id = *by_record
                     .entry(key)
-                    .or_insert_with(|| interner.id(&rules.choose(Some(loc)).0));
-                push_net(net, id, &mut db4, &mut db6);
+                    .or_insert_with(|| interner.id(&rules.choose(Some(&decode())).0));
+                // Neighbours with one decision become one segment: the
+                // City database's millions of networks shrink to the
+                // blocks that matter before the sort and the sweep.
+                let (v4, seg) = segment(net, id);
+                push_merged(if v4 { &mut db4 } else { &mut db6 }, seg);
             });
         }
         disjoint(&mut db4);
@@ -325,6 +329,11 @@ impl GeoMap {
         (self.v4.len(), self.v6.len())
     }
 
+    /// Bytes held by the IPv4 and IPv6 lookup tables.
+    pub fn table_bytes(&self) -> usize {
+        self.v4.heap_bytes() + self.v6.heap_bytes()
+    }
+
     /// Every partition block with its decision id: IPv4 then IPv6, in order.
     pub fn blocks(&self) -> impl Iterator<Item = (IpNet, u32)> + '_ {
         let v4 = self
@@ -374,6 +383,18 @@ fn segment(net: IpNet, value: u32) -> (bool, Segment) {
             Segment::cidr(u128::from(n.network()), n.prefix_len(), 128, value),
         ),
     }
+}
+
+/// Append `s`, extending the last segment instead when `s` continues it
+/// with the same value (the union, and so the partition, is unchanged).
+fn push_merged(v: &mut Vec<Segment>, s: Segment) {
+    if let Some(last) = v.last_mut() {
+        if last.value == s.value && last.end.checked_add(1) == Some(s.start) {
+            last.end = s.end;
+            return;
+        }
+    }
+    v.push(s);
 }
 
 fn push_net(net: IpNet, value: u32, v4: &mut Vec<Segment>, v6: &mut Vec<Segment>) {
