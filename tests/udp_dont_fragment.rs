@@ -26,7 +26,12 @@ fn in_netns_with_lo_mtu(mtu: u32, f: impl FnOnce() + Send + 'static) {
     std::thread::spawn(move || {
         // SAFETY: unshare affects only this thread (and what it spawns).
         let r = unsafe { libc::unshare(libc::CLONE_NEWNET) };
-        assert_eq!(r, 0, "unshare(CLONE_NEWNET): {}", std::io::Error::last_os_error());
+        assert_eq!(
+            r,
+            0,
+            "unshare(CLONE_NEWNET): {}",
+            std::io::Error::last_os_error()
+        );
         let st = Command::new("ip")
             .args(["link", "set", "lo", "up", "mtu", &mtu.to_string()])
             .status()
@@ -65,9 +70,18 @@ fn answer_over_the_link_mtu_goes_out_truncated_not_fragmented() {
         let q = Q::new("x1300.big.test.", RecordType::TXT).edns(4096);
         let r = s.dig(&q);
         let h = r.hdr();
-        assert!(h.tc, "TC expected, got {} octets {}", r.raw.len(), h.flags());
+        assert!(
+            h.tc,
+            "TC expected, got {} octets {}",
+            r.raw.len(),
+            h.flags()
+        );
         assert!(h.aa);
-        assert_eq!((h.qd, h.an, h.ns, h.ar), (1, 0, 0, 1), "question and OPT only");
+        assert_eq!(
+            (h.qd, h.an, h.ns, h.ar),
+            (1, 0, 0, 1),
+            "question and OPT only"
+        );
         assert_eq!(r.opt().map(|o| o.0), Some(4096));
 
         // The same question over TCP: the whole RRset.
