@@ -26,6 +26,7 @@ pub fn serve(
     http_listen: Option<String>,
     allow_root: bool,
 ) -> Result<(), String> {
+    tune_malloc();
     let engine = for_serving(Engine::load(config).map_err(|e| e.to_string())?);
     init_logging(&engine.log);
     // Logging starts after the first load, so report that load here.
@@ -202,6 +203,21 @@ fn for_serving(mut e: Engine) -> Engine {
     e.geo = None;
     trim_heap();
     e
+}
+
+/// Fixed malloc thresholds. By default glibc raises both as large blocks
+/// are freed, so a reload, which builds on a thread of its own (with an
+/// arena of its own, whose top `malloc_trim` never releases), kept some
+/// 12 MiB more RSS per reload with GeoLite2-City. Fixed, large build
+/// temporaries come from mmap and go back when freed, and any free top of
+/// a heap over 1 MiB is returned. The query path allocates nothing.
+fn tune_malloc() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets allocator parameters; called before threads start.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 10);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 20);
+    }
 }
 
 /// Hand the heap a build (or an old engine) used back to the system: glibc
