@@ -22,21 +22,26 @@ fn unit_for_test(dir: &TempDir) -> std::path::PathBuf {
     )
 }
 
-fn have_analyze() -> bool {
-    Command::new("systemd-analyze")
+/// The unit in a temporary folder, or None (with a note) without systemd-analyze.
+fn unit_or_skip(tag: &str) -> Option<(TempDir, std::path::PathBuf)> {
+    let have = Command::new("systemd-analyze")
         .arg("--version")
         .output()
-        .is_ok_and(|o| o.status.success())
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        eprintln!("skipped: no systemd-analyze");
+        return None;
+    }
+    let dir = TempDir::new(tag);
+    let unit = unit_for_test(&dir);
+    Some((dir, unit))
 }
 
 #[test]
 fn unit_verifies_clean() {
-    if !have_analyze() {
-        eprintln!("skipped: no systemd-analyze");
+    let Some((_dir, unit)) = unit_or_skip("unit") else {
         return;
-    }
-    let dir = TempDir::new("unit");
-    let unit = unit_for_test(&dir);
+    };
     let out = Command::new("systemd-analyze")
         .arg("verify")
         .arg(&unit)
@@ -53,12 +58,9 @@ fn unit_verifies_clean() {
 
 #[test]
 fn unit_sandbox_exposure_is_at_most_2_0() {
-    if !have_analyze() {
-        eprintln!("skipped: no systemd-analyze");
+    let Some((_dir, unit)) = unit_or_skip("unit-sec") else {
         return;
-    }
-    let dir = TempDir::new("unit-sec");
-    let unit = unit_for_test(&dir);
+    };
     let out = Command::new("systemd-analyze")
         .args(["security", "--offline=yes", "--threshold=20"])
         .arg(&unit)
