@@ -11,7 +11,9 @@
 
 mod common;
 
+use std::net::SocketAddr;
 use std::process::Command;
+use std::time::Duration;
 
 use common::*;
 use hickory_proto::rr::RecordType;
@@ -54,6 +56,46 @@ fn config(dir: &TempDir) -> std::path::PathBuf {
     )
 }
 
+/// dig +bufsize=4096 x1300.big.test TXT: 1321 octets with the OPT, allowed
+/// by both EDNS sizes, but 1349 (IPv4) or 1369 (IPv6) on the wire with the
+/// IP and UDP headers: more than the 1280 of the link. Truncated over UDP,
+/// whole over TCP; answers that fit are sent whole.
+fn assert_df_behaviour(addr: SocketAddr) {
+    let q = Q::new("x1300.big.test.", RecordType::TXT).edns(4096);
+    let r =
+        Resp::new(udp_exchange(addr, &q.to_bytes(), Duration::from_secs(2)).expect("udp answer"));
+    let h = r.hdr();
+    assert!(
+        h.tc,
+        "{addr}: TC expected, got {} octets {}",
+        r.raw.len(),
+        h.flags()
+    );
+    assert!(h.aa);
+    assert_eq!(
+        (h.qd, h.an, h.ns, h.ar),
+        (1, 0, 0, 1),
+        "{addr}: question and OPT only"
+    );
+    assert_eq!(r.opt().map(|o| o.0), Some(4096));
+
+    // The same question over TCP: the whole RRset.
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    tcp_send(&mut c, &q.to_bytes());
+    let t = Resp::new(tcp_recv(&mut c).expect("tcp answer"));
+    assert!(!t.hdr().tc);
+    assert_eq!(t.hdr().an, 6);
+    assert!(t.raw.len() > 1252, "{} octets", t.raw.len());
+
+    // An answer that fits the link is sent whole: 669 + 11 octets.
+    let q = Q::new("mid.big.test.", RecordType::TXT).edns(4096);
+    let m =
+        Resp::new(udp_exchange(addr, &q.to_bytes(), Duration::from_secs(2)).expect("udp answer"));
+    assert!(!m.hdr().tc, "{addr}");
+    assert_eq!(m.hdr().an, 3);
+}
+
 #[test]
 fn answer_over_the_link_mtu_goes_out_truncated_not_fragmented() {
     if !is_root() {
@@ -62,40 +104,14 @@ fn answer_over_the_link_mtu_goes_out_truncated_not_fragmented() {
     }
     in_netns_with_lo_mtu(1280, || {
         let dir = TempDir::new("udp-df");
-        let s = Server::start(&config(&dir), &[]);
-
-        // dig +bufsize=4096 x1300.big.test TXT: 1321 octets with the OPT,
-        // allowed by both EDNS sizes, but 1349 on the wire with IPv4 and UDP
-        // headers: more than the 1280 of the link.
-        let q = Q::new("x1300.big.test.", RecordType::TXT).edns(4096);
-        let r = s.dig(&q);
-        let h = r.hdr();
-        assert!(
-            h.tc,
-            "TC expected, got {} octets {}",
-            r.raw.len(),
-            h.flags()
-        );
-        assert!(h.aa);
-        assert_eq!(
-            (h.qd, h.an, h.ns, h.ar),
-            (1, 0, 0, 1),
-            "question and OPT only"
-        );
-        assert_eq!(r.opt().map(|o| o.0), Some(4096));
-
-        // The same question over TCP: the whole RRset.
-        let t = s.dig_tcp(&q);
-        assert!(!t.hdr().tc);
-        assert_eq!(t.hdr().an, 6);
-        assert!(t.raw.len() > 1252, "{} octets", t.raw.len());
-
-        // An answer that fits the link is sent whole: 669 + 11 octets.
-        let m = s.dig(&Q::new("mid.big.test.", RecordType::TXT).edns(4096));
-        assert!(!m.hdr().tc);
-        assert_eq!(m.hdr().an, 3);
-
-        // The server keeps answering after the refused send.
+        let cfg = config(&dir);
+        let port = free_port();
+        let v4: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let v6: SocketAddr = format!("[::1]:{port}").parse().unwrap();
+        let s = Server::try_start(&cfg, &[v4, v6], &[]).expect("meridian starts");
+        assert_df_behaviour(v4);
+        assert_df_behaviour(v6);
+        // The server keeps answering after the refused sends.
         let small = s.dig(&Q::new("small.big.test.", RecordType::TXT).edns(4096));
         assert_eq!(small.answer().len(), 1);
     });
