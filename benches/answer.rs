@@ -32,15 +32,20 @@ fn query(name: &str, t: RecordType, ecs: Option<(IpAddr, u8)>) -> Vec<u8> {
     m.to_vec().unwrap()
 }
 
+/// A UDP query from 127.0.0.1.
+fn loopback() -> Transport {
+    Transport {
+        src: "127.0.0.1".parse().unwrap(),
+        tcp: false,
+    }
+}
+
 fn run(bencher: divan::Bencher, queries: Vec<Vec<u8>>) {
     let e = engine();
     let mut scratch = Scratch::default();
     let mut out = vec![0u8; 4096];
     let mut outcome = Outcome::default();
-    let t = Transport {
-        src: "127.0.0.1".parse().unwrap(),
-        tcp: false,
-    };
+    let t = loopback();
     let mut i = 0usize;
     bencher.bench_local(|| {
         let q = &queries[i % queries.len()];
@@ -97,10 +102,7 @@ fn geo_ecs_many_subnets(b: divan::Bencher) {
 fn geo_ecs_threads(b: divan::Bencher) {
     let e = engine();
     let qs = geo_queries();
-    let t = Transport {
-        src: "127.0.0.1".parse().unwrap(),
-        tcp: false,
-    };
+    let t = loopback();
     b.with_inputs(|| {
         (
             Scratch::default(),

@@ -50,29 +50,27 @@ pub struct Member {
 
 impl Member {
     pub fn new(addr: IpAddr, weight: u32, health: u32) -> Member {
-        let mut rd = [0u8; 16];
+        let mut rr = [0u8; 28];
         let (rtype, len) = match addr {
             IpAddr::V4(a) => {
-                rd[..4].copy_from_slice(&a.octets());
-                (crate::wire::TYPE_A, 4)
+                rr[12..16].copy_from_slice(&a.octets());
+                (crate::wire::TYPE_A, 4u8)
             }
             IpAddr::V6(a) => {
-                rd = a.octets();
+                rr[12..28].copy_from_slice(&a.octets());
                 (crate::wire::TYPE_AAAA, 16)
             }
         };
-        let mut rr = [0u8; 28];
         rr[0..2].copy_from_slice(&0xC00Cu16.to_be_bytes());
         rr[2..4].copy_from_slice(&rtype.to_be_bytes());
         rr[4..6].copy_from_slice(&crate::wire::CLASS_IN.to_be_bytes());
-        rr[10..12].copy_from_slice(&(len as u16).to_be_bytes());
-        rr[12..12 + len].copy_from_slice(&rd[..len]);
+        rr[10..12].copy_from_slice(&u16::from(len).to_be_bytes());
         Member {
             addr,
             weight,
             health,
             rr,
-            rr_len: 12 + len as u8,
+            rr_len: 12 + len,
         }
     }
 

@@ -220,8 +220,10 @@ fn tune_malloc() {
     }
 }
 
-/// Hand the heap a build (or an old engine) used back to the system: glibc
-/// keeps freed memory otherwise, ~150 MiB after compiling GeoLite2-City.
+/// Hand the heap a build used back to the system: glibc keeps freed memory
+/// otherwise, ~150 MiB after compiling GeoLite2-City. (An old engine needs
+/// no trim: its tables are over the mmap threshold, so freeing them, on
+/// whichever thread drops the last reference, unmaps them.)
 fn trim_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns free heap pages; it has no preconditions.
@@ -241,18 +243,21 @@ pub fn reload(shared: &Arc<Shared>, why: &str) {
     let old = shared.engine.load_full();
     // Build on a thread of lower priority: on a busy core the UDP workers
     // keep answering at once instead of waiting out the build's time slice.
+    let build = || Engine::load_with(&old.config_path, Some(&old));
     let built = std::thread::scope(|s| {
-        let b = std::thread::Builder::new().name("meridian-reload".into());
-        let h = b.spawn_scoped(s, || {
-            // SAFETY: setpriority on the calling thread (tid) only.
-            unsafe {
-                libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10);
-            }
-            Engine::load_with(&old.config_path, Some(&old))
-        });
-        match h {
+        let spawned = std::thread::Builder::new()
+            .name("meridian-reload".into())
+            .spawn_scoped(s, || {
+                // SAFETY: setpriority on the calling thread (tid) only.
+                unsafe {
+                    libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10);
+                }
+                build()
+            });
+        match spawned {
             Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-            Err(_) => Engine::load_with(&old.config_path, Some(&old)),
+            // No thread to be had: build here, at normal priority.
+            Err(_) => build(),
         }
     });
     match built {
@@ -263,10 +268,6 @@ pub fn reload(shared: &Arc<Shared>, why: &str) {
             }
             let names = new.bindings.len();
             shared.engine.store(Arc::new(new));
-            // Workers drop their guards of the old engine within a batch.
-            drop(old);
-            std::thread::sleep(Duration::from_millis(1));
-            trim_heap();
             crate::health::restart(shared);
             shared.metrics.reloads_ok.fetch_add(1, Ordering::Relaxed);
             tracing::info!("reloaded ({why}): {names} name(s) on pools");

@@ -18,10 +18,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use hickory_proto::rr::RecordType;
 
-fn is_root() -> bool {
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// uid and gid of a user from the passwd database.
 fn ids(user: &str) -> (u32, u32) {
     let out = Command::new("getent")

@@ -18,10 +18,6 @@ use std::time::Duration;
 use common::*;
 use hickory_proto::rr::RecordType;
 
-fn is_root() -> bool {
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// Run `f` on a thread inside a new network namespace whose loopback is up
 /// with the given MTU; processes it starts live there too.
 fn in_netns_with_lo_mtu(mtu: u32, f: impl FnOnce() + Send + 'static) {

@@ -195,16 +195,9 @@ impl GeoDb {
     /// Call `f` for every network with data, in address order, IPv4
     /// networks as IPv4. Alias ranges are skipped.
     pub fn for_each_network(&self, mut f: impl FnMut(IpNet, &Location)) {
-        self.for_each_record(|net, _, loc| f(net, loc));
-    }
-
-    /// As [`Self::for_each_network`], also passing the record's data offset,
-    /// which is equal for networks sharing one record (a cache key).
-    pub(crate) fn for_each_record(&self, mut f: impl FnMut(IpNet, usize, &Location)) {
         let mut cache: HashMap<usize, Location> = HashMap::new();
         self.for_each_leaf(|net, offset, decode| {
-            let loc = cache.entry(offset).or_insert_with(decode);
-            f(net, offset, loc);
+            f(net, cache.entry(offset).or_insert_with(decode))
         });
     }
 

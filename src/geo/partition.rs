@@ -295,10 +295,11 @@ impl<K: Key> Table<K> {
 
     /// Bytes held by the table.
     pub fn heap_bytes(&self) -> usize {
-        self.starts.len() * std::mem::size_of::<K>()
-            + self.ids.len() * 4
-            + self.index.len() * 8
-            + self.sub.len() * 4
+        use std::mem::size_of_val;
+        size_of_val(&*self.starts)
+            + size_of_val(&*self.ids)
+            + size_of_val(&*self.index)
+            + size_of_val(&*self.sub)
     }
 }
 

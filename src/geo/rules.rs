@@ -236,11 +236,7 @@ impl GeoMap {
                 let id = *by_record
                     .entry(key)
                     .or_insert_with(|| interner.id(&rules.choose(Some(&decode())).0));
-                // Neighbours with one decision become one segment: the
-                // City database's millions of networks shrink to the
-                // blocks that matter before the sort and the sweep.
-                let (v4, seg) = segment(net, id);
-                push_merged(if v4 { &mut db4 } else { &mut db6 }, seg);
+                push_net(net, id, &mut db4, &mut db6);
             });
         }
         disjoint(&mut db4);
@@ -385,9 +381,13 @@ fn segment(net: IpNet, value: u32) -> (bool, Segment) {
     }
 }
 
-/// Append `s`, extending the last segment instead when `s` continues it
-/// with the same value (the union, and so the partition, is unchanged).
-fn push_merged(v: &mut Vec<Segment>, s: Segment) {
+/// Append `net` to its family's layer, extending the last segment instead
+/// when `net` continues it with the same value: the union, and so the
+/// partition, is unchanged, and the City database's millions of networks
+/// shrink to the blocks that matter before the sort and the sweep.
+fn push_net(net: IpNet, value: u32, v4: &mut Vec<Segment>, v6: &mut Vec<Segment>) {
+    let (is_v4, s) = segment(net, value);
+    let v = if is_v4 { v4 } else { v6 };
     if let Some(last) = v.last_mut() {
         if last.value == s.value && last.end.checked_add(1) == Some(s.start) {
             last.end = s.end;
@@ -395,13 +395,6 @@ fn push_merged(v: &mut Vec<Segment>, s: Segment) {
         }
     }
     v.push(s);
-}
-
-fn push_net(net: IpNet, value: u32, v4: &mut Vec<Segment>, v6: &mut Vec<Segment>) {
-    match segment(net, value) {
-        (true, s) => v4.push(s),
-        (false, s) => v6.push(s),
-    }
 }
 
 /// Sort and drop segments overlapping an earlier one (a database tree's

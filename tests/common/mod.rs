@@ -16,6 +16,12 @@ use hickory_proto::rr::{Name, RData, RecordType};
 pub const BIN: &str = env!("CARGO_BIN_EXE_meridian");
 
 /// Repository root (for the bundled example).
+/// Tests that need root (namespaces, user switches) skip with a note otherwise.
+#[allow(dead_code)]
+pub fn is_root() -> bool {
+    unsafe { libc::geteuid() == 0 }
+}
+
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
