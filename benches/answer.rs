@@ -16,7 +16,7 @@ fn main() {
 
 fn engine() -> Engine {
     let cfg = concat!(env!("CARGO_MANIFEST_DIR"), "/zones/meridian.toml");
-    Engine::load(std::path::Path::new(cfg)).expect("example config loads")
+    meridian::answer::load(std::path::Path::new(cfg), None).expect("example config loads")
 }
 
 fn query(name: &str, t: RecordType, ecs: Option<(IpAddr, u8)>) -> Vec<u8> {

@@ -1,26 +1,23 @@
 //! meridian: an authoritative DNS server that balances load through DNS.
 //!
-//! The crate is split by job: `wire` parses queries (RFC 1035 §4, RFC 6891),
-//! `ecs` validates EDNS Client Subnet (RFC 7871), `zone` loads master files,
-//! `pool` picks addresses, `geo` maps clients to pools with exact scopes,
-//! `health` tracks members, `engine` builds the serving state from the
-//! config, `answer` renders responses, and `server` moves packets.
+//! The modules form layers, each using only those below it (ARCHITECTURE.md
+//! lists the order; `tests/layers.rs` enforces it). From the bottom:
+//! `error`, `rng` and `metrics`; `config`; `zone`, `geo`, `pool` and
+//! `health`; `engine` (config → immutable serving state); `answer` (query
+//! → response); `transport` (UDP and TCP) and `cli`; `admin` (the HTTP
+//! API); `daemon` (the process). The message format itself is the
+//! `meridian-wire` crate, below all of them.
 
+pub mod admin;
 pub mod answer;
+pub mod cli;
 pub mod config;
-pub mod ecs;
+pub mod daemon;
 pub mod engine;
 pub mod error;
 pub mod geo;
 pub mod health;
-pub mod http;
 pub mod metrics;
 pub mod pool;
-pub mod prerender;
-pub mod render;
-pub mod rrl;
-pub mod run;
-pub mod server;
-pub mod summary;
-pub mod wire;
+pub mod transport;
 pub mod zone;

@@ -59,7 +59,7 @@ fn main() -> ExitCode {
     match cli.cmd {
         Cmd::Check { config } => match Engine::load(&config) {
             Ok(e) => {
-                println!("{}", meridian::summary::summary(&e));
+                println!("{}", meridian::cli::check::summary(&e));
                 ExitCode::SUCCESS
             }
             Err(err) => {
@@ -84,7 +84,7 @@ fn main() -> ExitCode {
                     }
                 }
             }
-            match meridian::run::serve(&config, addrs, workers, http_listen, allow_root) {
+            match meridian::daemon::serve(&config, addrs, workers, http_listen, allow_root) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("{e}");
@@ -97,7 +97,7 @@ fn main() -> ExitCode {
             name,
             qtype,
             client,
-        } => match meridian::summary::lookup(&config, &name, &qtype, &client) {
+        } => match meridian::cli::lookup::lookup(&config, &name, &qtype, &client) {
             Ok(text) => {
                 print!("{text}");
                 ExitCode::SUCCESS

@@ -44,8 +44,9 @@ fn replay(target: &str, min: usize, f: impl Fn(&[u8])) {
 
 #[test]
 fn answer_corpus_and_regressions() {
-    let e = meridian::engine::Engine::load(
+    let e = meridian::answer::load(
         &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("zones/meridian.toml"),
+        None,
     )
     .unwrap();
     replay("answer", 100, |d| answer_check::run_one(&e, d));

@@ -27,7 +27,7 @@ fn engine() -> &'static Engine {
     static E: OnceLock<Engine> = OnceLock::new();
     E.get_or_init(|| {
         let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../zones/meridian.toml");
-        Engine::load(&p).expect("the bundled example loads")
+        meridian::answer::load(&p, None).expect("the bundled example loads")
     })
 }
 

@@ -31,7 +31,7 @@ pub fn run_one(e: &Engine, data: &[u8]) {
         if !tcp {
             let mut slip = resp.clone();
             slip.resize(4096, 0);
-            let m = meridian::rrl::slip_response(&mut slip, n);
+            let m = meridian_wire::truncate::truncate_response(&mut slip, n);
             let slip = &slip[..m];
             let w =
                 walk(slip).unwrap_or_else(|err| panic!("slip form is malformed ({err}): {slip:?}"));
@@ -131,7 +131,7 @@ fn check(q: &[u8], r: &[u8], tcp: bool) {
             // at when the opcode is NOTIMP).
             // ECS means nothing under an EDNS version other than 0.
             if qe.len() == 1
-                && meridian::ecs::ClientSubnet::parse(&qe[0]).is_ok()
+                && meridian_wire::ecs::ClientSubnet::parse(&qe[0]).is_ok()
                 && opt_version(q) == 0
                 && resp_opt.is_some()
             {

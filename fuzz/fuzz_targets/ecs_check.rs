@@ -2,7 +2,7 @@
 //! subnet whose echo, re-parsed with scope 0, is the same subnet, and which
 //! `ClientSubnet::new` rebuilds from its address and SOURCE.
 
-use meridian::ecs::{ClientSubnet, Scope};
+use meridian_wire::ecs::{ClientSubnet, Scope};
 
 pub fn run_one(data: &[u8]) {
     let Ok(c) = ClientSubnet::parse(data) else {

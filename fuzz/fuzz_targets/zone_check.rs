@@ -26,7 +26,7 @@ pub fn run_one(data: &[u8]) {
         if let Ok(z) = Zone::build(origin(), path, records) {
             // Every name in the table is inside the zone.
             for n in &z.nodes {
-                assert!(meridian::zone::is_subdomain(&n.name, &z.origin));
+                assert!(meridian_wire::name::is_subdomain(&n.name, &z.origin));
             }
         }
     }

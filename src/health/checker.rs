@@ -1,6 +1,6 @@
 //! The checkers: one tokio task per health-table entry that has a check,
-//! the rise/fall state machine, restarts after a reload, and the operator
-//! overrides.
+//! the rise/fall state machine, and restarts after a reload. The daemon
+//! owns the one [`Checker`]; nothing here is process-global.
 //!
 //! State machine, per entry:
 //!
@@ -25,133 +25,112 @@
 //! that the writing task belongs to the current generation, so an old task
 //! that is still finishing a probe can never write a stale state.
 
-use std::collections::BTreeMap;
-use std::net::IpAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use tokio::runtime::Handle;
+use tokio::sync::Semaphore;
 use tokio::task::AbortHandle;
 
-use super::{
-    override_name, probe, state_name, CheckSpec, Detail, HealthTable, DOWN, OVR_NONE, UNKNOWN, UP,
-};
-use crate::engine::Engine;
-use crate::pool::Rng;
-use crate::server::Shared;
+use super::{probe, state_name, CheckSpec, Detail, HealthTable, DOWN, UNKNOWN, UP};
 
 /// Most probes in flight at once, however many entries there are.
 pub const MAX_IN_FLIGHT: usize = 256;
-static PERMITS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_IN_FLIGHT);
 
-/// Operator overrides: (address, port) to state; port None covers every
-/// port of the address. Kept here, outside the engine, so they survive
-/// reloads whatever the new config changes.
-pub type Overrides = BTreeMap<(IpAddr, Option<u16>), u8>;
-
-struct Runner {
-    handle: Option<Handle>,
-    /// The engine whose table the running tasks write.
-    engine: Option<Arc<Engine>>,
+/// The running checkers: one task per checked entry of the current table.
+pub struct Checker {
+    handle: Handle,
+    /// The table (and its specs) that the running tasks write.
+    current: Option<(Arc<HealthTable>, Vec<CheckSpec>)>,
     tasks: Vec<AbortHandle>,
     generation: u64,
-    overrides: Overrides,
+    permits: Arc<Semaphore>,
+    rng: fastrand::Rng,
 }
 
-static RUNNER: Mutex<Runner> = Mutex::new(Runner {
-    handle: None,
-    engine: None,
-    tasks: Vec::new(),
-    generation: 0,
-    overrides: BTreeMap::new(),
-});
-
-fn runner() -> MutexGuard<'static, Runner> {
-    RUNNER.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Start the checkers for the current engine, on `rt`. Called once, when
-/// the server starts (before the ready line): checks do not wait for queries.
-pub fn start(rt: &tokio::runtime::Runtime, shared: &Arc<Shared>) {
-    let mut r = runner();
-    r.handle = Some(rt.handle().clone());
-    let engine = shared.engine.load_full();
-    launch(&mut r, engine);
-}
-
-/// Restart the checkers against the engine that a reload just swapped in.
-pub fn restart(shared: &Arc<Shared>) {
-    let mut r = runner();
-    if r.handle.is_none() {
-        return;
-    }
-    let engine = shared.engine.load_full();
-    launch(&mut r, engine);
-}
-
-fn launch(r: &mut Runner, engine: Arc<Engine>) {
-    let Some(handle) = r.handle.clone() else {
-        return;
-    };
-    for t in r.tasks.drain(..) {
-        t.abort();
-    }
-    r.generation += 1;
-    let generation = r.generation;
-    let old = r.engine.take();
-    let carried = old
-        .as_ref()
-        .map(|o| super::carry_map(&engine.checks, &o.checks))
-        .unwrap_or_default();
-    let table = &engine.health;
-    let now = Instant::now();
-    let mut rng = Rng::seeded();
-    for (i, spec) in engine.checks.iter().enumerate() {
-        let i = i as u32;
-        let mut first = None;
-        {
-            let stats = table.stats(i);
-            let mut d = stats.detail();
-            d.owner = generation;
-            if let (Some(o), Some(Some(j))) = (&old, carried.get(i as usize)) {
-                // Results written by the old tasks since the new table was
-                // built: take them over now that those tasks cannot write.
-                if !Arc::ptr_eq(&o.health, &engine.health) {
-                    table.set_state(i, o.health.state(*j as u32));
-                }
-                if let (Some(c), Some(t), false) = (&spec.check, d.last_start, d.in_flight) {
-                    let next = t + Duration::from_millis(c.interval_ms);
-                    first = Some(next.saturating_duration_since(now));
-                }
-            }
-            d.in_flight = false;
+impl Checker {
+    /// No checks yet; tasks will run on `handle`.
+    pub fn new(handle: Handle) -> Checker {
+        Checker {
+            handle,
+            current: None,
+            tasks: Vec::new(),
+            generation: 0,
+            permits: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
+            rng: fastrand::Rng::new(),
         }
-        table.set_override(i, override_for(&r.overrides, spec));
-        let Some(check) = &spec.check else {
-            continue;
-        };
-        let first = first.unwrap_or_else(|| {
-            let spread = (check.interval_ms / 4).clamp(1, 1000);
-            Duration::from_millis(rng.below(spread))
-        });
-        let seed = rng.next_u64();
-        let task = handle.spawn(run(
-            engine.health.clone(),
-            i,
-            spec.clone(),
-            generation,
-            first,
-            seed,
-        ));
-        r.tasks.push(task.abort_handle());
     }
-    if !r.tasks.is_empty() {
-        tracing::info!(
-            "health: {} check(s) running (generation {generation})",
-            r.tasks.len()
-        );
+
+    /// Check the entries of `table` (described by `specs`), stopping the
+    /// tasks of the previous table. Entries whose spec did not change keep
+    /// their state, counters and cadence. Called at start-up (before the
+    /// ready line: checks do not wait for queries) and after each reload.
+    pub fn launch(&mut self, table: Arc<HealthTable>, specs: &[CheckSpec]) {
+        for t in self.tasks.drain(..) {
+            t.abort();
+        }
+        self.generation += 1;
+        let generation = self.generation;
+        let old = self.current.take();
+        let carried = old
+            .as_ref()
+            .map(|(_, o)| super::carry_map(specs, o))
+            .unwrap_or_default();
+        let now = Instant::now();
+        for (i, spec) in specs.iter().enumerate() {
+            let i = i as u32;
+            let mut first = None;
+            {
+                let stats = table.stats(i);
+                let mut d = stats.detail();
+                d.owner = generation;
+                if let (Some((old_table, _)), Some(Some(j))) = (&old, carried.get(i as usize)) {
+                    // Results written by the old tasks since the new table was
+                    // built: take them over now that those tasks cannot write.
+                    if !Arc::ptr_eq(old_table, &table) {
+                        table.set_state(i, old_table.state(*j as u32));
+                    }
+                    if let (Some(c), Some(t), false) = (&spec.check, d.last_start, d.in_flight) {
+                        let next = t + Duration::from_millis(c.interval_ms);
+                        first = Some(next.saturating_duration_since(now));
+                    }
+                }
+                d.in_flight = false;
+            }
+            let Some(check) = &spec.check else {
+                continue;
+            };
+            let first = first.unwrap_or_else(|| {
+                let spread = (check.interval_ms / 4).clamp(1, 1000);
+                Duration::from_millis(self.rng.u64(..spread))
+            });
+            let task = self.handle.spawn(run(
+                table.clone(),
+                i,
+                spec.clone(),
+                generation,
+                first,
+                self.rng.u64(..),
+                self.permits.clone(),
+            ));
+            self.tasks.push(task.abort_handle());
+        }
+        if !self.tasks.is_empty() {
+            tracing::info!(
+                "health: {} check(s) running (generation {generation})",
+                self.tasks.len()
+            );
+        }
+        self.current = Some((table, specs.to_vec()));
     }
-    r.engine = Some(engine);
+}
+
+impl Drop for Checker {
+    fn drop(&mut self) {
+        for t in self.tasks.drain(..) {
+            t.abort();
+        }
+    }
 }
 
 /// One entry's checker.
@@ -162,17 +141,18 @@ async fn run(
     generation: u64,
     first: Duration,
     seed: u64,
+    permits: Arc<Semaphore>,
 ) {
     let Some(check) = spec.check.clone() else {
         return;
     };
     let interval = Duration::from_millis(check.interval_ms);
     let timeout = Duration::from_millis(check.timeout_ms);
-    let mut rng = seed;
+    let mut rng = fastrand::Rng::with_seed(seed);
     let mut next = Instant::now() + first;
     loop {
         tokio::time::sleep_until(next.into()).await;
-        let permit = PERMITS.acquire().await;
+        let permit = permits.acquire().await;
         let t0 = Instant::now();
         {
             let mut d = table.stats(i).detail();
@@ -191,18 +171,9 @@ async fn run(
         if !record(&table, i, &spec, generation, res, took) {
             return;
         }
-        let jitter =
-            Duration::from_micros(splitmix(&mut rng) % (interval.as_micros() as u64 / 10 + 1));
+        let jitter = Duration::from_micros(rng.u64(..=interval.as_micros() as u64 / 10));
         next = (t0 + interval - jitter).max(Instant::now());
     }
-}
-
-fn splitmix(x: &mut u64) -> u64 {
-    *x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *x;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// The state machine: count the result into `d` and return the new state
@@ -304,73 +275,4 @@ fn record(
         ),
     }
     true
-}
-
-/// The override that applies to `spec`: one for its address and port wins
-/// over one for the whole address.
-pub fn override_for(map: &Overrides, spec: &CheckSpec) -> u8 {
-    if let Some(p) = spec.effective_port() {
-        if let Some(&o) = map.get(&(spec.addr, Some(p))) {
-            return o;
-        }
-    }
-    map.get(&(spec.addr, None)).copied().unwrap_or(OVR_NONE)
-}
-
-/// Put the current overrides into a freshly built table (called by the
-/// engine build, so a reloaded engine is right from its first query).
-pub fn apply_overrides(table: &HealthTable, specs: &[CheckSpec]) {
-    let r = runner();
-    for (i, s) in specs.iter().enumerate() {
-        table.set_override(i as u32, override_for(&r.overrides, s));
-    }
-}
-
-/// The overrides in force, for `/status`.
-pub fn overrides() -> Overrides {
-    runner().overrides.clone()
-}
-
-/// Set (or with `OVR_NONE` clear) an operator override for `addr`, or for
-/// `addr` on one port. Returns how many entries (distinct address, port,
-/// check) it covers now. Setting one for an address that no member has is
-/// an error; clearing always works.
-pub fn set_override(
-    shared: &Shared,
-    addr: IpAddr,
-    port: Option<u16>,
-    state: u8,
-) -> Result<usize, String> {
-    let mut r = runner();
-    let engine = shared.engine.load_full();
-    let matches = |s: &CheckSpec| s.addr == addr && (port.is_none() || s.effective_port() == port);
-    let matched = engine.checks.iter().filter(|s| matches(s)).count();
-    let what = match port {
-        Some(p) => format!("{} port {p}", addr),
-        None => addr.to_string(),
-    };
-    if matched == 0 && state != OVR_NONE {
-        return Err(match port {
-            Some(_) => format!("no member {addr} is checked on port {}", port.unwrap_or(0)),
-            None => format!("no pool has a member {addr}"),
-        });
-    }
-    let prev = if state == OVR_NONE {
-        r.overrides.remove(&(addr, port))
-    } else {
-        r.overrides.insert((addr, port), state)
-    };
-    for (i, s) in engine.checks.iter().enumerate() {
-        if s.addr == addr {
-            engine
-                .health
-                .set_override(i as u32, override_for(&r.overrides, s));
-        }
-    }
-    tracing::info!(
-        "health: operator override for {what}: {} (was {})",
-        override_name(state),
-        override_name(prev.unwrap_or(OVR_NONE))
-    );
-    Ok(matched)
 }

@@ -12,8 +12,8 @@
 //! and a bool); everything else here runs on the tokio runtime.
 
 pub mod checker;
+pub mod overrides;
 pub mod probe;
-pub mod report;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -27,7 +27,8 @@ use crate::config::{CheckCfg, Source};
 use crate::error::LocatedError;
 use crate::metrics::Histogram;
 
-pub use checker::{restart, set_override, start};
+pub use checker::Checker;
+pub use overrides::{override_for, OverrideMap, Overrides};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum CheckKind {

@@ -1,11 +1,9 @@
 //! Unit tests of the health state machine, config parsing and helpers.
 //! Probes against real loopback backends are in tests/health_*.rs.
 
-use std::time::{Duration, UNIX_EPOCH};
-
-use super::checker::{override_for, step, Overrides};
+use super::checker::step;
+use super::overrides::{override_for, OverrideMap as Overrides};
 use super::probe::{dechunk, parse_status, request};
-use super::report::{json_str, parse_target, percent_decode, rfc3339};
 use super::*;
 
 fn check(kind: CheckKind) -> Check {
@@ -280,25 +278,4 @@ fn http_helpers() {
     c.kind = CheckKind::Https;
     let r = String::from_utf8(request("::1".parse().unwrap(), 443, &c)).unwrap();
     assert!(r.contains("\r\nHost: [::1]\r\n"), "{r}");
-}
-
-#[test]
-fn report_helpers() {
-    assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
-    assert_eq!(
-        rfc3339(UNIX_EPOCH + Duration::from_millis(1_709_251_199_250)),
-        "2024-02-29T23:59:59.250Z"
-    );
-    assert_eq!(json_str("a\"b\\\n\u{1}"), "\"a\\\"b\\\\\\n\\u0001\"");
-    assert_eq!(percent_decode("2001%3Adb8%3a%3A1"), "2001:db8::1");
-    assert_eq!(percent_decode("%zz%4"), "%zz%4");
-    let ip: IpAddr = "2001:db8::1".parse().unwrap();
-    assert_eq!(parse_target("2001:db8::1"), Some((ip, None)));
-    assert_eq!(parse_target("[2001:db8::1]:80"), Some((ip, Some(80))));
-    assert_eq!(parse_target("[2001:db8::1]"), Some((ip, None)));
-    assert_eq!(
-        parse_target("127.0.0.1:8080"),
-        Some(("127.0.0.1".parse().unwrap(), Some(8080)))
-    );
-    assert_eq!(parse_target("nope"), None);
 }

@@ -12,7 +12,9 @@ use hickory_proto::rr::{Name, RData};
 use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
 
 use crate::error::LocatedError;
-use crate::wire::{TYPE_CNAME, TYPE_NS, TYPE_SOA};
+pub use meridian_wire::name::{is_subdomain, label_count, name_text, parent};
+pub use meridian_wire::rdata::{Chunk, RRset, Rdata};
+use meridian_wire::{TYPE_ANY, TYPE_CNAME, TYPE_DS, TYPE_NS, TYPE_SOA};
 use parse::{SourceRdata, SourceRecord};
 
 /// Names to values, hashed with FxHash for the per-query lookups. Maps are
@@ -20,22 +22,34 @@ use parse::{SourceRdata, SourceRecord};
 /// cannot lengthen their probe chains.
 pub type NameMap<V> = HashMap<Box<[u8]>, V, BuildHasherDefault<rustc_hash::FxHasher>>;
 
-/// A piece of RDATA: raw octets, or a domain name the renderer may compress
-/// (RFC 3597 §4 allows compression only in the well-known types).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Chunk {
-    Bytes(Box<[u8]>),
-    Name(Box<[u8]>),
+/// The sections of one answer at a node, ready to copy after the question.
+/// The zone only stores them (the answer layer renders them), so that a
+/// query for a static name costs one copy; the question has the same length
+/// whatever its case, so compression pointers into it stay valid.
+#[derive(Debug, Clone)]
+pub struct Prerendered {
+    /// The query type this answers; [`Prerendered::OTHER`] for every type the node lacks.
+    pub qtype: u16,
+    /// The response code.
+    pub rcode: u16,
+    /// Records in the answer section.
+    pub an: u16,
+    /// Records in the authority section.
+    pub ns: u16,
+    /// Records in the additional section.
+    pub ar: u16,
+    /// The sections, as written after the question.
+    pub bytes: Box<[u8]>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rdata(pub Vec<Chunk>);
+impl Prerendered {
+    /// Stands for "a type the node has no RRset of".
+    pub const OTHER: u16 = 0;
 
-#[derive(Debug, Clone)]
-pub struct RRset {
-    pub rtype: u16,
-    pub ttl: u32,
-    pub rdatas: Vec<Rdata>,
+    /// Types whose answers differ from the OTHER answer at a name without them.
+    pub fn is_special(qtype: u16) -> bool {
+        qtype == TYPE_CNAME || qtype == TYPE_ANY || qtype == TYPE_DS
+    }
 }
 
 /// One owner name. Nodes with no RRsets are empty non-terminals.
@@ -50,24 +64,24 @@ pub struct Node {
     pub dynamic: Option<u32>,
     /// Where each type came from, for error messages.
     pub origins: Vec<(u16, std::path::PathBuf, usize)>,
-    /// Answers rendered at load time (see `prerender`).
-    pub pre: Vec<crate::prerender::Prerendered>,
+    /// Answers rendered at load time by `answer::prerender`; empty until then.
+    pub pre: Vec<Prerendered>,
 }
 
 impl Node {
     /// The pre-rendered answer for `qtype`, if this name has one.
     #[inline]
-    pub fn prerendered(&self, qtype: u16) -> Option<&crate::prerender::Prerendered> {
+    pub fn prerendered(&self, qtype: u16) -> Option<&Prerendered> {
         let mut other = None;
         for p in &self.pre {
             if p.qtype == qtype {
                 return Some(p);
             }
-            if p.qtype == crate::prerender::OTHER {
+            if p.qtype == Prerendered::OTHER {
                 other = Some(p);
             }
         }
-        if crate::prerender::is_special(qtype) || self.rrset(qtype).is_some() {
+        if Prerendered::is_special(qtype) || self.rrset(qtype).is_some() {
             return None;
         }
         other
@@ -101,65 +115,6 @@ pub fn wire_name(name: &Name) -> Box<[u8]> {
     }
     v.push(0);
     v.into_boxed_slice()
-}
-
-/// Number of labels in a wire name.
-pub fn label_count(mut w: &[u8]) -> usize {
-    let mut n = 0;
-    while let Some(&l) = w.first() {
-        if l == 0 {
-            break;
-        }
-        n += 1;
-        w = &w[1 + l as usize..];
-    }
-    n
-}
-
-/// Parent of a wire name (None for the root).
-pub fn parent(w: &[u8]) -> Option<&[u8]> {
-    let l = *w.first()? as usize;
-    if l == 0 {
-        None
-    } else {
-        Some(&w[1 + l..])
-    }
-}
-
-/// Is `name` equal to or below `origin` (both lower-cased wire)?
-pub fn is_subdomain(name: &[u8], origin: &[u8]) -> bool {
-    let mut w = name;
-    loop {
-        if w == origin {
-            return true;
-        }
-        match parent(w) {
-            Some(p) => w = p,
-            None => return false,
-        }
-    }
-}
-
-/// Text form of a lower-cased wire name, for messages and tools.
-pub fn name_text(w: &[u8]) -> String {
-    let mut s = String::new();
-    let mut i = 0;
-    while i < w.len() && w[i] != 0 {
-        let l = w[i] as usize;
-        for &b in &w[i + 1..i + 1 + l] {
-            if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'*' {
-                s.push(b as char);
-            } else {
-                s.push_str(&format!("\\{:03}", b));
-            }
-        }
-        s.push('.');
-        i += 1 + l;
-    }
-    if s.is_empty() {
-        s.push('.');
-    }
-    s
 }
 
 /// Turn parsed RDATA into chunks, marking names that may be compressed.

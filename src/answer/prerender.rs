@@ -4,31 +4,14 @@
 //! case, so compression pointers into it stay valid. They are rendered once
 //! at load, by the answer function itself, and copied per query.
 
-use crate::answer::{Outcome, Scratch, Transport};
+use super::{Scratch, Transport};
 use crate::engine::Engine;
-use crate::wire::{CLASS_IN, TYPE_ANY, TYPE_CNAME, TYPE_DS};
+use crate::metrics::Outcome;
+use crate::zone::Prerendered;
+use meridian_wire::{QueryBuilder, TYPE_ANY, TYPE_CNAME};
 
-/// The sections of one answer, ready to copy after the question.
-#[derive(Debug, Clone)]
-pub struct Prerendered {
-    /// The query type this answers; `OTHER` for every type the node lacks.
-    pub qtype: u16,
-    pub rcode: u16,
-    pub an: u16,
-    pub ns: u16,
-    pub ar: u16,
-    pub bytes: Box<[u8]>,
-}
-
-/// Stands for "a type the node has no RRset of".
-pub const OTHER: u16 = 0;
 /// A type used to render the OTHER answer (private use, RFC 6895 §3.1).
 const PROBE_TYPE: u16 = 65534;
-
-/// Types whose answers differ from the OTHER answer at a name without them.
-pub fn is_special(qtype: u16) -> bool {
-    qtype == TYPE_CNAME || qtype == TYPE_ANY || qtype == TYPE_DS
-}
 
 /// Render every static name of every zone and attach the results.
 pub fn prerender(engine: &mut Engine) {
@@ -54,11 +37,7 @@ pub fn prerender(engine: &mut Engine) {
             }
             let mut pres = Vec::new();
             for qt in types {
-                let mut q = Vec::with_capacity(node.name.len() + 16);
-                q.extend_from_slice(&[0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
-                q.extend_from_slice(&node.name);
-                q.extend_from_slice(&qt.to_be_bytes());
-                q.extend_from_slice(&CLASS_IN.to_be_bytes());
+                let q = QueryBuilder::wire(node.name.to_vec(), qt).build();
                 let Some(n) = engine.answer(&q, t, &mut scratch, &mut out, &mut outcome) else {
                     continue;
                 };
@@ -69,7 +48,11 @@ pub fn prerender(engine: &mut Engine) {
                 }
                 let c = |i: usize| u16::from_be_bytes([out[i], out[i + 1]]);
                 pres.push(Prerendered {
-                    qtype: if qt == PROBE_TYPE { OTHER } else { qt },
+                    qtype: if qt == PROBE_TYPE {
+                        Prerendered::OTHER
+                    } else {
+                        qt
+                    },
                     rcode: (out[3] & 0x0F) as u16,
                     an: c(6),
                     ns: c(8),

@@ -4,7 +4,17 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::answer::Outcome;
+/// What the answer path reports for metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    pub rcode: u16,
+    pub qtype: u16,
+    pub ecs: bool,
+    pub scope: Option<u8>,
+    pub truncated: bool,
+    /// Binding and pool used for a dynamic answer.
+    pub pool: Option<(u32, u32)>,
+}
 
 pub const RCODES: usize = 24;
 /// qtypes counted by name; everything else is "other".

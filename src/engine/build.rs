@@ -1,82 +1,23 @@
-//! Builds the immutable serving state from a config file: zones, pools,
-//! names bound to pools or geo rules, and the geo decision blocks. A new
-//! `Engine` is built for every reload and swapped in whole.
+//! Validated config → [`Engine`]: zones, pools, names bound to pools or geo
+//! rules, health specs and the geo decision blocks. Every error names the
+//! config file's line (and the zone file's, where the clash is there).
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use hickory_proto::rr::Name;
 use toml::Spanned;
 
-use crate::config::{ConfigFile, PoolCfg, Source};
+use super::{AllDown, Binding, Engine, Target};
+use crate::config::{ConfigFile, PoolCfg, ServerSettings, Source};
 use crate::error::LocatedError;
 use crate::geo::{GeoDb, GeoMap, RuleSet, Schema};
 use crate::health::{CheckSpec, HealthTable};
 use crate::pool::{Member, Mode, Pool, MAX_MEMBERS, MAX_SOME};
-use crate::wire::{TYPE_A, TYPE_AAAA, TYPE_CNAME};
-use crate::zone::{is_subdomain, name_text, wire_name, Zone};
-
-/// What to answer when every candidate pool is down.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AllDown {
-    /// Every member of the first pool, regardless of health (fail open).
-    All,
-    /// NODATA with the SOA.
-    Empty,
-    Servfail,
-}
-
-#[derive(Debug, Clone)]
-pub enum Target {
-    Pool(usize),
-    Geo(Box<GeoMap>),
-}
-
-/// A name answered from pools.
-#[derive(Debug, Clone)]
-pub struct Binding {
-    pub name: String,
-    pub mode: Mode,
-    pub ttl: u32,
-    pub degraded_ttl: u32,
-    pub when_all_down: AllDown,
-    pub target: Target,
-    /// First of two rotation slots (IPv4, IPv6).
-    pub slot: usize,
-}
-
-pub struct Engine {
-    pub config_path: PathBuf,
-    pub zones: Vec<Zone>,
-    /// Zone apex (lower-cased wire) to index in `zones`.
-    pub zone_index: crate::zone::NameMap<usize>,
-    pub pools: Vec<Pool>,
-    pub bindings: Vec<Binding>,
-    pub geo: Option<Arc<GeoDb>>,
-    pub geo_path: Option<PathBuf>,
-    pub health: Arc<HealthTable>,
-    /// Distinct health check targets, in health-table order.
-    pub checks: Vec<CheckSpec>,
-    pub payload: u16,
-    pub generation: u64,
-    pub listen: Vec<String>,
-    pub log: String,
-    pub workers: usize,
-    pub tcp_idle_ms: u64,
-    pub tcp_max: usize,
-    pub http_listen: Option<String>,
-    /// How long loading took (zones, database, decision blocks, pre-rendering).
-    pub load_ms: u64,
-    /// Hardening (`[server]` keys; see `rrl` and `run`).
-    pub tcp_read_ms: u64,
-    pub tcp_max_queries: usize,
-    pub user: Option<String>,
-    pub allow_root: bool,
-    pub rrl: Option<crate::rrl::RrlConfig>,
-}
+use crate::zone::{name_text, wire_name, Zone};
+use meridian_wire::{TYPE_A, TYPE_AAAA, TYPE_CNAME};
 
 static GENERATION: AtomicU64 = AtomicU64::new(1);
 
@@ -84,67 +25,12 @@ fn num<T: Copy + Into<i64>>(v: &Spanned<T>) -> (i64, std::ops::Range<usize>) {
     ((*v.get_ref()).into(), v.span())
 }
 
-impl Engine {
-    /// Load and check everything a config refers to.
-    pub fn load(path: &Path) -> Result<Engine, LocatedError> {
-        Self::load_with(path, None)
-    }
-
-    /// Load, keeping health state from `prev` for checks that did not change.
-    pub fn load_with(path: &Path, prev: Option<&Engine>) -> Result<Engine, LocatedError> {
-        let t0 = std::time::Instant::now();
-        let src = Source::read(path)?;
-        let cfg = src.parse()?;
-        let mut engine = build(&src, cfg, prev)?;
-        crate::prerender::prerender(&mut engine);
-        let (mut blocks, mut bytes) = (0usize, 0usize);
-        for b in &engine.bindings {
-            if let Target::Geo(m) = &b.target {
-                let (v4, v6) = m.block_count();
-                blocks += v4 + v6;
-                bytes += m.table_bytes();
-            }
-        }
-        engine.load_ms = t0.elapsed().as_millis() as u64;
-        tracing::info!(
-            "loaded {} in {} ms: {} zone(s), {} geo decision block(s) in {} KiB",
-            path.display(),
-            engine.load_ms,
-            engine.zones.len(),
-            blocks,
-            bytes / 1024
-        );
-        Ok(engine)
-    }
-
-    pub fn zone_for(&self, name: &[u8]) -> Option<&Zone> {
-        let mut w = name;
-        loop {
-            if let Some(&i) = self.zone_index.get(w) {
-                return Some(&self.zones[i]);
-            }
-            w = crate::zone::parent(w)?;
-        }
-    }
-
-    /// Is this member usable right now?
-    #[inline]
-    pub fn member_up(&self, m: &Member) -> bool {
-        self.health.is_up(m.health)
-    }
-}
-
-fn build(src: &Source, cfg: ConfigFile, prev: Option<&Engine>) -> Result<Engine, LocatedError> {
-    let (payload, pspan) = num(&cfg.server.edns_udp_payload);
-    // Workers keep 4096-octet response buffers; RFC 9715 advises 1232 anyway.
-    if !(512..=4096).contains(&payload) {
-        return Err(src.err(pspan, "edns_udp_payload must be 512..=4096"));
-    }
-    for l in &cfg.server.listen {
-        if crate::config::parse_listen(l.get_ref()).is_none() {
-            return Err(src.err(l.span(), format!("bad listen address {:?}", l.get_ref())));
-        }
-    }
+pub(super) fn build(
+    src: &Source,
+    cfg: ConfigFile,
+    prev: Option<&Engine>,
+) -> Result<Engine, LocatedError> {
+    let settings = ServerSettings::from_cfg(src, &cfg.server)?;
 
     // Zones. A config that serves nothing is almost always a file caught
     // mid-write, so it is refused rather than answered with REFUSED.
@@ -476,8 +362,6 @@ fn build(src: &Source, cfg: ConfigFile, prev: Option<&Engine>) -> Result<Engine,
         &health_specs,
         prev.map(|p| (&*p.health, &p.checks[..])),
     ));
-    // Operator overrides live outside the engine and survive reloads.
-    crate::health::checker::apply_overrides(&health, &health_specs);
     Ok(Engine {
         config_path: src.path.clone(),
         zones,
@@ -488,25 +372,10 @@ fn build(src: &Source, cfg: ConfigFile, prev: Option<&Engine>) -> Result<Engine,
         geo_path,
         health,
         checks: health_specs,
-        payload: payload as u16,
+        payload: settings.edns_udp_payload,
         generation: GENERATION.fetch_add(1, Ordering::Relaxed),
-        listen: cfg
-            .server
-            .listen
-            .iter()
-            .map(|l| l.get_ref().clone())
-            .collect(),
-        log: cfg.server.log.clone(),
-        workers: cfg.server.workers,
-        tcp_idle_ms: cfg.server.tcp_idle_timeout_ms,
-        tcp_max: cfg.server.tcp_max_connections,
-        http_listen: cfg.server.http_listen.as_ref().map(|s| s.get_ref().clone()),
         load_ms: 0,
-        tcp_read_ms: cfg.server.tcp_read_timeout_ms,
-        tcp_max_queries: cfg.server.tcp_max_queries,
-        user: crate::run::user_from_cfg(src, &cfg.server.user)?,
-        allow_root: cfg.server.allow_root,
-        rrl: crate::rrl::RrlConfig::from_cfg(src, cfg.server.rrl.as_ref())?,
+        settings,
     })
 }
 
@@ -673,9 +542,4 @@ fn build_pool(
         }
     }
     Ok(pool)
-}
-
-/// Does `name` (wire) fall in a served zone? Used by tools.
-pub fn in_zone(engine: &Engine, name: &[u8]) -> bool {
-    engine.zones.iter().any(|z| is_subdomain(name, &z.origin))
 }

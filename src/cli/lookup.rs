@@ -1,4 +1,5 @@
-//! Human-readable reports: the `check` summary and the `lookup` explanation.
+//! `meridian lookup`: how a name is answered for a client, and why, without
+//! a server.
 
 use std::net::IpAddr;
 use std::path::Path;
@@ -7,36 +8,10 @@ use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::Name;
 
 use crate::answer::{geo_client, Outcome, Scratch, Transport};
-use crate::ecs::{ClientSubnet, Scope};
 use crate::engine::{Engine, Target};
 use crate::pool::Mode;
-use crate::wire::{CLASS_IN, TYPE_A, TYPE_AAAA};
 use crate::zone::{name_text, wire_name};
-
-pub fn summary(e: &Engine) -> String {
-    let mut s = String::new();
-    s.push_str(&format!("config {} is valid\n", e.config_path.display()));
-    for z in &e.zones {
-        s.push_str(&format!(
-            "zone {}: {} records, {} names\n",
-            z.origin_text,
-            z.record_count,
-            z.nodes.len()
-        ));
-    }
-    s.push_str(&format!("pools: {}\n", e.pools.len()));
-    for b in &e.bindings {
-        let kind = match &b.target {
-            Target::Pool(p) => format!("pool {}", e.pools[*p].name),
-            Target::Geo(_) => "geo".to_string(),
-        };
-        s.push_str(&format!(
-            "name {}: {kind}, mode {}, ttl {}\n",
-            b.name, b.mode, b.ttl
-        ));
-    }
-    s.trim_end().to_string()
-}
+use meridian_wire::{ClientSubnet, QueryBuilder, TYPE_A, TYPE_AAAA};
 
 /// `meridian lookup`: how `name` is answered for `client` ("ADDR" or
 /// "ADDR/LEN"), without a server. The query goes through the same answer
@@ -68,15 +43,10 @@ pub fn lookup(config: &Path, name: &str, qtype: &str, client: &str) -> Result<St
 
     // One query through the server's own answer path (TCP: never truncated).
     let ecs = ClientSubnet::new(addr, len).expect("length checked");
-    let mut req = vec![0x4d, 0x52, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1];
-    req.extend_from_slice(&wire);
-    req.extend_from_slice(&rtype.to_be_bytes());
-    req.extend_from_slice(&CLASS_IN.to_be_bytes());
-    let mut opt = [0u8; 24];
-    let n = ecs.write_echo(Scope::GLOBAL, &mut opt);
-    req.extend_from_slice(&[0, 0, 41, 0x04, 0xd0, 0, 0, 0, 0]);
-    req.extend_from_slice(&(n as u16).to_be_bytes());
-    req.extend_from_slice(&opt[..n]);
+    let req = QueryBuilder::wire(wire.to_vec(), rtype)
+        .id(0x4d52)
+        .ecs(addr, len)
+        .build();
     let mut scratch = Scratch::default();
     let mut out = vec![0u8; 65535];
     let mut outcome = Outcome::default();

@@ -8,15 +8,43 @@
 
 use std::net::IpAddr;
 
-use crate::ecs::{ClientSubnet, Scope};
 use crate::engine::{AllDown, Binding, Engine, Target};
 use crate::geo::special::special_block;
-use crate::pool::{select, MAX_MEMBERS, RR_TTL_AT};
-use crate::render::{Section, Writer};
-use crate::wire::*;
-use crate::zone::{Node, Zone};
+use crate::pool::{select, Selector, MAX_MEMBERS, RR_TTL_AT};
+use meridian_wire::ecs::{ClientSubnet, Scope};
+use meridian_wire::edns::{opt_len, put_opt};
+use meridian_wire::writer::{Header, Section, Writer};
+use meridian_wire::*;
+
+use crate::zone::{Chunk, Node, RRset, Zone};
 
 /// Most CNAMEs followed inside a zone before giving up (loop protection).
+pub mod prerender;
+
+pub use crate::metrics::Outcome;
+
+/// Build the serving state from a config and render its static answers:
+/// what `serve`, a reload, the benchmark and the fuzz target run.
+pub fn load(
+    path: &std::path::Path,
+    prev: Option<&Engine>,
+) -> Result<Engine, crate::error::LocatedError> {
+    let t0 = std::time::Instant::now();
+    let mut engine = Engine::load_with(path, prev)?;
+    prerender::prerender(&mut engine);
+    engine.load_ms = t0.elapsed().as_millis() as u64;
+    let (blocks, bytes) = engine.geo_blocks();
+    tracing::info!(
+        "loaded {} in {} ms: {} zone(s), {} geo decision block(s) in {} KiB",
+        path.display(),
+        engine.load_ms,
+        engine.zones.len(),
+        blocks,
+        bytes / 1024
+    );
+    Ok(engine)
+}
+
 const MAX_CHAIN: usize = 8;
 
 /// Transport facts the answer depends on.
@@ -26,22 +54,14 @@ pub struct Transport {
     pub tcp: bool,
 }
 
-/// What the answer path reports for metrics.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Outcome {
-    pub rcode: u16,
-    pub qtype: u16,
-    pub ecs: bool,
-    pub scope: Option<u8>,
-    pub truncated: bool,
-    /// Binding and pool used for a dynamic answer.
-    pub pool: Option<(u32, u32)>,
-}
-
-/// Per-worker scratch space, reused across queries.
+/// Per-thread scratch space, reused across queries: the parsed query and
+/// the selector that picks pool members (its generator and rotation cursors).
 #[derive(Default)]
 pub struct Scratch {
+    /// The query being answered.
     pub query: Query,
+    /// Picks pool members for this thread.
+    pub selector: Selector,
 }
 
 /// Result of resolving inside the zones.
@@ -70,7 +90,7 @@ impl Engine {
         out: &mut [u8],
         outcome: &mut Outcome,
     ) -> Option<usize> {
-        let q = &mut scratch.query;
+        let Scratch { query: q, selector } = scratch;
         *outcome = Outcome::default();
         let parsed = parse_query(req, q);
         let mut w = Writer::new(out);
@@ -123,17 +143,14 @@ impl Engine {
                 pool: None,
             }
         } else {
-            self.resolve(&mut w, q, t.src)
+            self.resolve(&mut w, q, t.src, selector)
         };
         outcome.pool = r.pool;
 
         let ecs = q.edns.and_then(|e| e.ecs);
-        let opt_len = q
-            .edns
-            .map(|_| 11 + ecs.map(|c| c.wire_len()).unwrap_or(0))
-            .unwrap_or(0);
+        let opt_octets = q.edns.map(|_| opt_len(ecs.as_ref())).unwrap_or(0);
         let mut tc = false;
-        if w.overflow || w.len + opt_len > limit {
+        if w.overflow || w.len + opt_octets > limit {
             // RFC 2181 §9: drop whole sections rather than send a partial RRset.
             w.truncate(qend);
             w.an = 0;
@@ -158,7 +175,15 @@ impl Engine {
         outcome.rcode = r.rcode;
         let len = w.len;
         let (an, ns, ar) = (w.an, w.ns, w.ar);
-        write_header(w.buf, q.id, q.flags, r.aa, tc, r.rcode, 1, an, ns, ar);
+        Header {
+            id: q.id,
+            query_flags: q.flags,
+            aa: r.aa,
+            tc,
+            rcode: r.rcode,
+            counts: [1, an, ns, ar],
+        }
+        .write(w.buf);
         Some(len)
     }
 
@@ -185,11 +210,19 @@ impl Engine {
         }
         let id = u16::from_be_bytes([req[0], req[1]]);
         let flags = u16::from_be_bytes([req[2], req[3]]);
-        write_header(w.buf, id, flags, false, false, rcode & 0xF, qd, 0, 0, ar);
+        Header {
+            id,
+            query_flags: flags,
+            aa: false,
+            tc: false,
+            rcode: rcode & 0xF,
+            counts: [qd, 0, 0, ar],
+        }
+        .write(w.buf);
         w.len
     }
 
-    fn resolve(&self, w: &mut Writer, q: &Query, src: IpAddr) -> Resolved {
+    fn resolve(&self, w: &mut Writer, q: &Query, src: IpAddr, sel: &mut Selector) -> Resolved {
         let name = &q.qname;
         // Longest zone suffix. DS belongs to the parent side of a cut (RFC
         // 4035 §3.1.4.1): at the apex of a zone whose parent zone we serve
@@ -222,6 +255,7 @@ impl Engine {
         let z = &self.zones[zi];
         let mut ctx = Ctx {
             engine: self,
+            sel,
             zone: z,
             src,
             ecs: q.edns.and_then(|e| e.ecs),
@@ -259,8 +293,10 @@ impl LookupRc {
     }
 }
 
-struct Ctx<'e> {
+struct Ctx<'e, 's> {
     engine: &'e Engine,
+    /// This thread's random generator and rotation cursors.
+    sel: &'s mut Selector,
     zone: &'e Zone,
     src: IpAddr,
     ecs: Option<ClientSubnet>,
@@ -272,7 +308,7 @@ struct Ctx<'e> {
     chain: [&'e [u8]; MAX_CHAIN],
 }
 
-impl<'e> Ctx<'e> {
+impl<'e> Ctx<'e, '_> {
     /// Look `name` up in the zone; `apex_at` is the label index of the apex.
     fn lookup(
         &mut self,
@@ -377,19 +413,12 @@ impl<'e> Ctx<'e> {
     }
 
     /// Follow a CNAME inside the zone (RFC 1034 §4.3.2 step 3a).
-    fn follow(
-        &mut self,
-        w: &mut Writer,
-        cname: &'e crate::zone::RRset,
-        qtype: u16,
-        depth: usize,
-    ) -> LookupRc {
-        let Some(crate::zone::Chunk::Name(target)) = cname.rdatas.first().and_then(|r| r.0.first())
-        else {
+    fn follow(&mut self, w: &mut Writer, cname: &'e RRset, qtype: u16, depth: usize) -> LookupRc {
+        let Some(Chunk::Name(target)) = cname.rdatas.first().and_then(|r| r.0.first()) else {
             return LookupRc::NoError;
         };
         // `depth` links have been followed so far: at most MAX_CHAIN in all.
-        if depth >= MAX_CHAIN || !crate::zone::is_subdomain(target, &self.zone.origin) {
+        if depth >= MAX_CHAIN || !meridian_wire::name::is_subdomain(target, &self.zone.origin) {
             return LookupRc::NoError;
         }
         // A loop: the target is already in the answer (each CNAME once).
@@ -438,8 +467,8 @@ impl<'e> Ctx<'e> {
         w.put_rrset(Section::Authority, &cut.name, ns, ns.ttl);
         // Glue: addresses of in-bailiwick name servers.
         for rd in &ns.rdatas {
-            if let Some(crate::zone::Chunk::Name(target)) = rd.0.first() {
-                if crate::zone::is_subdomain(target, &cut.name) {
+            if let Some(Chunk::Name(target)) = rd.0.first() {
+                if meridian_wire::name::is_subdomain(target, &cut.name) {
                     if let Some(node) = self.zone.get(target) {
                         for t in [TYPE_A, TYPE_AAAA] {
                             if let Some(set) = node.rrset(t) {
@@ -503,7 +532,15 @@ impl<'e> Ctx<'e> {
             Some(p) => {
                 let members = e.pools[p].family(v6);
                 let slot = binding.slot + v6 as usize;
-                let n = select(members, binding.mode, &up, slot, e.generation, &mut out);
+                let n = select(
+                    self.sel,
+                    members,
+                    binding.mode,
+                    &up,
+                    slot,
+                    e.generation,
+                    &mut out,
+                );
                 let ttl = if degraded {
                     binding.degraded_ttl
                 } else {
@@ -521,9 +558,18 @@ impl<'e> Ctx<'e> {
                     // Regardless of health, but not members the operator
                     // drained (unless that leaves none).
                     let kept = |m: &crate::pool::Member| !e.health.is_drained(m.health);
-                    let mut n = select(members, binding.mode, &kept, slot, e.generation, &mut out);
+                    let mut n = select(
+                        self.sel,
+                        members,
+                        binding.mode,
+                        &kept,
+                        slot,
+                        e.generation,
+                        &mut out,
+                    );
                     if n == 0 {
                         n = select(
+                            self.sel,
                             members,
                             binding.mode,
                             &|_| true,
@@ -595,13 +641,13 @@ pub fn geo_client(ecs: Option<ClientSubnet>, src: IpAddr) -> (IpAddr, Option<u8>
 }
 
 impl Owner<'_> {
-    fn write_rrset(self, w: &mut Writer, set: &crate::zone::RRset) {
+    fn write_rrset(self, w: &mut Writer, set: &RRset) {
         match self {
             Owner::Qname => {
                 // The owner is the question's name: its first label is at 12.
                 for rd in &set.rdatas {
                     w.put_u16(0xC00C);
-                    put_rr_body(w, set.rtype, set.ttl, rd);
+                    w.put_rr_body(set.rtype, set.ttl, rd);
                     w.an += 1;
                 }
             }
@@ -610,79 +656,6 @@ impl Owner<'_> {
     }
 }
 
-fn put_rr_body(w: &mut Writer, rtype: u16, ttl: u32, rd: &crate::zone::Rdata) {
-    w.put_u16(rtype);
-    w.put_u16(CLASS_IN);
-    w.put_u32(ttl);
-    let at = w.len;
-    w.put_u16(0);
-    for c in &rd.0 {
-        match c {
-            crate::zone::Chunk::Bytes(b) => w.put(b),
-            crate::zone::Chunk::Name(n) => w.put_name(n),
-        }
-    }
-    if !w.overflow {
-        let l = (w.len - at - 2) as u16;
-        w.buf[at..at + 2].copy_from_slice(&l.to_be_bytes());
-    }
-}
-
 fn out_len(n: usize) -> usize {
     n.min(65535)
-}
-
-/// The OPT pseudo-record (RFC 6891 §6.1.2), with the ECS echo if any.
-fn put_opt(
-    w: &mut Writer,
-    payload: u16,
-    dnssec_ok: bool,
-    ext_rcode: u8,
-    ecs: Option<(ClientSubnet, Scope)>,
-) {
-    w.put(&[0]);
-    w.put_u16(TYPE_OPT);
-    w.put_u16(payload);
-    w.put(&[ext_rcode, 0]);
-    // RFC 3225 §3: the DO bit is copied from the query.
-    w.put_u16(if dnssec_ok { 0x8000 } else { 0 });
-    match ecs {
-        Some((c, scope)) => {
-            w.put_u16(c.wire_len() as u16);
-            let mut tmp = [0u8; 24];
-            let n = c.write_echo(scope, &mut tmp);
-            w.put(&tmp[..n]);
-        }
-        None => w.put_u16(0),
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn write_header(
-    buf: &mut [u8],
-    id: u16,
-    qflags: u16,
-    aa: bool,
-    tc: bool,
-    rcode: u16,
-    qd: u16,
-    an: u16,
-    ns: u16,
-    ar: u16,
-) {
-    // QR, the query's opcode and RD; RA never (we do not recurse).
-    let mut flags = 0x8000 | (qflags & 0x7800) | (qflags & 0x0100);
-    if aa {
-        flags |= 0x0400;
-    }
-    if tc {
-        flags |= 0x0200;
-    }
-    flags |= rcode & 0xF;
-    buf[0..2].copy_from_slice(&id.to_be_bytes());
-    buf[2..4].copy_from_slice(&flags.to_be_bytes());
-    buf[4..6].copy_from_slice(&qd.to_be_bytes());
-    buf[6..8].copy_from_slice(&an.to_be_bytes());
-    buf[8..10].copy_from_slice(&ns.to_be_bytes());
-    buf[10..12].copy_from_slice(&ar.to_be_bytes());
 }

@@ -21,86 +21,14 @@ use std::hash::BuildHasher;
 use std::net::IpAddr;
 use std::time::Instant;
 
-use toml::Spanned;
-
-use crate::config::{RrlCfg, Source};
-use crate::error::LocatedError;
-
-pub const DEFAULT_SLIP: u32 = 2;
-pub const DEFAULT_V4_PREFIX: u8 = 24;
-pub const DEFAULT_V6_PREFIX: u8 = 56;
-pub const DEFAULT_TABLE: usize = 65_536;
-const MAX_TABLE: usize = 1 << 22;
-
-/// The checked `[server.rrl]` table.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RrlConfig {
-    pub responses_per_second: u32,
-    pub slip: u32,
-    pub ipv4_prefix: u8,
-    pub ipv6_prefix: u8,
-    /// Buckets per worker, a power of two.
-    pub table_size: usize,
-}
-
-impl RrlConfig {
-    pub fn from_cfg(
-        src: &Source,
-        cfg: Option<&Spanned<RrlCfg>>,
-    ) -> Result<Option<RrlConfig>, LocatedError> {
-        let Some(c) = cfg else { return Ok(None) };
-        let r = c.get_ref();
-        let rate = *r.responses_per_second.get_ref();
-        if rate == 0 {
-            return Err(src.err(
-                r.responses_per_second.span(),
-                "rrl responses_per_second must be at least 1 (remove [server.rrl] to turn rate limiting off)",
-            ));
-        }
-        let v4 = r.ipv4_prefix.as_ref().map(|v| (*v.get_ref(), v.span()));
-        if let Some((v, span)) = &v4 {
-            if *v > 32 {
-                return Err(src.err(span.clone(), "rrl ipv4_prefix must be 0 to 32"));
-            }
-        }
-        let v6 = r.ipv6_prefix.as_ref().map(|v| (*v.get_ref(), v.span()));
-        if let Some((v, span)) = &v6 {
-            if *v > 128 {
-                return Err(src.err(span.clone(), "rrl ipv6_prefix must be 0 to 128"));
-            }
-        }
-        let table = match &r.table_size {
-            Some(t) => {
-                let n = *t.get_ref();
-                if !(2..=MAX_TABLE).contains(&n) {
-                    return Err(
-                        src.err(t.span(), format!("rrl table_size must be 2 to {MAX_TABLE}"))
-                    );
-                }
-                n.next_power_of_two()
-            }
-            None => DEFAULT_TABLE,
-        };
-        Ok(Some(RrlConfig {
-            responses_per_second: rate,
-            slip: r
-                .slip
-                .as_ref()
-                .map(|s| *s.get_ref())
-                .unwrap_or(DEFAULT_SLIP),
-            ipv4_prefix: v4.map(|v| v.0).unwrap_or(DEFAULT_V4_PREFIX),
-            ipv6_prefix: v6.map(|v| v.0).unwrap_or(DEFAULT_V6_PREFIX),
-            table_size: table,
-        }))
-    }
-}
+pub use crate::config::settings::RrlConfig;
 
 /// What to do with one response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
     Send,
     Drop,
-    /// Send it truncated: see `slip_response`.
+    /// Send it truncated: see `meridian_wire::truncate`.
     Slip,
 }
 
@@ -245,80 +173,6 @@ fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// Turn a response (`buf[..len]`, as rendered by the answer path) into its
-/// slip form in place: TC set, the question kept, the answer and authority
-/// sections dropped, and of the additional section only the OPT record (with
-/// the ECS echo) kept. Returns the new length.
-pub fn slip_response(buf: &mut [u8], len: usize) -> usize {
-    if len < 12 || len > buf.len() {
-        return len.min(buf.len());
-    }
-    let p = &buf[..len];
-    let count = |k: usize| u16::from_be_bytes([p[4 + 2 * k], p[5 + 2 * k]]) as usize;
-    let (qd, an, ns, ar) = (count(0), count(1), count(2), count(3));
-    let mut i = 12;
-    let mut question_ok = true;
-    for _ in 0..qd {
-        match skip_name(p, i) {
-            Some(j) if j + 4 <= len => i = j + 4,
-            _ => {
-                question_ok = false;
-                break;
-            }
-        }
-    }
-    let (qd, qend) = if question_ok { (qd, i) } else { (0, 12) };
-    // Find the OPT record in the additional section.
-    let mut opt = None;
-    if question_ok {
-        let mut i = qend;
-        for k in 0..an + ns + ar {
-            let start = i;
-            let Some(j) = skip_name(p, i) else { break };
-            if j + 10 > len {
-                break;
-            }
-            let rtype = u16::from_be_bytes([p[j], p[j + 1]]);
-            let rdlen = u16::from_be_bytes([p[j + 8], p[j + 9]]) as usize;
-            let end = j + 10 + rdlen;
-            if end > len {
-                break;
-            }
-            if rtype == 41 && k >= an + ns {
-                opt = Some((start, end));
-            }
-            i = end;
-        }
-    }
-    let mut out = qend;
-    let mut arc = 0u16;
-    if let Some((a, b)) = opt {
-        buf.copy_within(a..b, qend);
-        out = qend + (b - a);
-        arc = 1;
-    }
-    buf[2] |= 0x02; // TC
-    buf[4..6].copy_from_slice(&(qd as u16).to_be_bytes());
-    buf[6..8].copy_from_slice(&0u16.to_be_bytes());
-    buf[8..10].copy_from_slice(&0u16.to_be_bytes());
-    buf[10..12].copy_from_slice(&arc.to_be_bytes());
-    out
-}
-
-/// Skip a possibly compressed name in a message we rendered.
-fn skip_name(p: &[u8], mut i: usize) -> Option<usize> {
-    for _ in 0..128 {
-        let l = *p.get(i)?;
-        match l & 0xC0 {
-            0x00 if l == 0 => return Some(i + 1),
-            0x00 => i += 1 + l as usize,
-            0xC0 => return if i + 2 <= p.len() { Some(i + 2) } else { None },
-            _ => return None,
-        }
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -399,33 +253,5 @@ mod tests {
             l.check(IpAddr::from((i << 8).to_be_bytes()), i / 1000);
         }
         assert_eq!(l.table.len(), len);
-    }
-
-    #[test]
-    fn slip_keeps_question_and_opt() {
-        // Header, question www.example.test A IN, one answer, OPT with ECS.
-        let mut m = vec![0x12, 0x34, 0x84, 0x00, 0, 1, 0, 1, 0, 0, 0, 1];
-        m.extend_from_slice(b"\x03www\x07example\x04test\x00\x00\x01\x00\x01");
-        let qend = m.len();
-        m.extend_from_slice(&[0xC0, 12, 0, 1, 0, 1, 0, 0, 1, 44, 0, 4, 192, 0, 2, 1]);
-        let opt = [
-            0, 0, 41, 4, 208, 0, 0, 0, 0, 0, 11, 0, 8, 0, 7, 0, 1, 24, 0, 192, 0, 2,
-        ];
-        m.extend_from_slice(&opt);
-        let len = m.len();
-        m.resize(4096, 0);
-        let n = slip_response(&mut m, len);
-        assert_eq!(n, qend + opt.len());
-        assert_eq!(&m[qend..n], &opt);
-        assert_eq!(m[2] & 0x02, 0x02, "TC");
-        assert_eq!(&m[4..12], &[0, 1, 0, 0, 0, 0, 0, 1]);
-        // Without an OPT: header and question only.
-        let mut m2 = m[..qend].to_vec();
-        m2[11] = 0;
-        m2.extend_from_slice(&[0xC0, 12, 0, 1, 0, 1, 0, 0, 1, 44, 0, 4, 192, 0, 2, 1]);
-        m2[7] = 1;
-        let l2 = m2.len();
-        assert_eq!(slip_response(&mut m2, l2), qend);
-        assert_eq!(&m2[4..12], &[0, 1, 0, 0, 0, 0, 0, 0]);
     }
 }

@@ -2,6 +2,10 @@
 //! and geo rules. Parsing is strict: unknown keys are errors, and every error
 //! names the file and line.
 
+pub mod settings;
+
+pub use settings::{RrlConfig, ServerSettings};
+
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};

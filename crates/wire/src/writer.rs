@@ -2,7 +2,8 @@
 //! (RFC 1035 §4.1.4), without allocating. The question is copied as received,
 //! so every name in it can be a compression target.
 
-use crate::zone::{Chunk, RRset};
+use crate::rdata::{Chunk, RRset, Rdata};
+use crate::CLASS_IN;
 
 const MAX_TARGETS: usize = 48;
 
@@ -144,38 +145,35 @@ impl<'b> Writer<'b> {
         }
     }
 
-    /// Write one record whose owner is already at `owner` (a compression pointer).
-    pub fn put_record_at(&mut self, s: Section, owner: u16, rtype: u16, ttl: u32, rdata: &[u8]) {
-        self.put_u16(0xC000 | owner);
-        self.put_u16(rtype);
-        self.put_u16(crate::wire::CLASS_IN);
-        self.put_u32(ttl);
-        self.put_u16(rdata.len() as u16);
-        self.put(rdata);
-        self.bump(s);
-    }
-
     /// Write an RRset with the given owner name and TTL.
     pub fn put_rrset(&mut self, s: Section, owner: &[u8], set: &RRset, ttl: u32) {
         for rd in &set.rdatas {
             self.put_name(owner);
-            self.put_u16(set.rtype);
-            self.put_u16(crate::wire::CLASS_IN);
-            self.put_u32(ttl);
-            let len_at = self.len;
-            self.put_u16(0);
-            for c in &rd.0 {
-                match c {
-                    Chunk::Bytes(b) => self.put(b),
-                    Chunk::Name(n) => self.put_name(n),
-                }
-            }
+            self.put_rr_body(set.rtype, ttl, rd);
             if self.overflow {
                 return;
             }
-            let rdlen = (self.len - len_at - 2) as u16;
-            self.buf[len_at..len_at + 2].copy_from_slice(&rdlen.to_be_bytes());
             self.bump(s);
+        }
+    }
+
+    /// Write a record's TYPE, CLASS IN, TTL, RDLENGTH and RDATA after an
+    /// owner the caller has written (a name or a pointer).
+    pub fn put_rr_body(&mut self, rtype: u16, ttl: u32, rd: &Rdata) {
+        self.put_u16(rtype);
+        self.put_u16(CLASS_IN);
+        self.put_u32(ttl);
+        let at = self.len;
+        self.put_u16(0);
+        for c in &rd.0 {
+            match c {
+                Chunk::Bytes(b) => self.put(b),
+                Chunk::Name(n) => self.put_name(n),
+            }
+        }
+        if !self.overflow {
+            let l = (self.len - at - 2) as u16;
+            self.buf[at..at + 2].copy_from_slice(&l.to_be_bytes());
         }
     }
 
@@ -191,5 +189,43 @@ impl<'b> Writer<'b> {
             }
         }
         self.ntargets = k;
+    }
+}
+
+/// The header fields of a response (RFC 1035 §4.1.1).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Header {
+    /// The query's ID.
+    pub id: u16,
+    /// The query's flag word: its opcode and RD are copied.
+    pub query_flags: u16,
+    /// Authoritative answer.
+    pub aa: bool,
+    /// Truncated.
+    pub tc: bool,
+    /// The low 4 bits of the rcode (the rest goes in the OPT record).
+    pub rcode: u16,
+    /// Section counts: question, answer, authority, additional.
+    pub counts: [u16; 4],
+}
+
+impl Header {
+    /// Write the 12-octet header at the start of `buf`. QR is set and RA
+    /// never is: meridian does not recurse.
+    pub fn write(&self, buf: &mut [u8]) {
+        let q = self.query_flags;
+        let mut flags = 0x8000 | (q & 0x7800) | (q & 0x0100);
+        if self.aa {
+            flags |= 0x0400;
+        }
+        if self.tc {
+            flags |= 0x0200;
+        }
+        flags |= self.rcode & 0xF;
+        buf[0..2].copy_from_slice(&self.id.to_be_bytes());
+        buf[2..4].copy_from_slice(&flags.to_be_bytes());
+        for (k, c) in self.counts.iter().enumerate() {
+            buf[4 + 2 * k..6 + 2 * k].copy_from_slice(&c.to_be_bytes());
+        }
     }
 }

@@ -11,10 +11,23 @@ use std::sync::Arc;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::metrics::QTYPES;
-use crate::server::Shared;
+pub mod report;
 
-pub async fn serve(shared: Arc<Shared>, listener: tokio::net::TcpListener) {
+use crate::health::Overrides;
+use crate::metrics::QTYPES;
+use crate::transport::ServerState;
+
+/// What the HTTP API reads and changes: the server's state and the
+/// operator overrides (owned by the daemon).
+pub struct Admin {
+    /// The engine, counters and shutdown flags.
+    pub server: Arc<ServerState>,
+    /// The operator overrides.
+    pub overrides: Arc<Overrides>,
+}
+
+/// Serve the HTTP API on `listener` until the process ends.
+pub async fn serve(shared: Arc<Admin>, listener: tokio::net::TcpListener) {
     loop {
         let Ok((mut s, _)) = listener.accept().await else {
             continue;
@@ -52,14 +65,18 @@ pub async fn serve(shared: Arc<Shared>, listener: tokio::net::TcpListener) {
     }
 }
 
-fn route(shared: &Shared, method: &str, target: &str) -> (&'static str, &'static str, String) {
+fn route(shared: &Admin, method: &str, target: &str) -> (&'static str, &'static str, String) {
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
     match (method, path) {
-        ("GET", "/metrics") => ("200 OK", "text/plain; version=0.0.4", metrics_text(shared)),
+        ("GET", "/metrics") => (
+            "200 OK",
+            "text/plain; version=0.0.4",
+            metrics_text(&shared.server),
+        ),
         ("GET", "/status") => (
             "200 OK",
             "application/json",
-            crate::health::report::status_json(&shared.engine.load()),
+            report::status_json(&shared.server.engine.load(), &shared.overrides.snapshot()),
         ),
         (_, "/metrics" | "/status") => ("405 Method Not Allowed", "text/plain", "use GET\n".into()),
         (_, p) if p.starts_with("/override/") => {
@@ -73,7 +90,7 @@ fn bad(msg: String) -> (&'static str, &'static str, String) {
     (
         "400 Bad Request",
         "application/json",
-        format!("{{\"error\": {}}}\n", crate::health::report::json_str(&msg)),
+        format!("{{\"error\": {}}}\n", report::json_str(&msg)),
     )
 }
 
@@ -81,12 +98,12 @@ fn bad(msg: String) -> (&'static str, &'static str, String) {
 /// override (`none` clears it); `DELETE /override/ADDRESS[?port=N]` clears it.
 /// ADDRESS may also be `v4:port` or `[v6]:port`.
 fn override_route(
-    shared: &Shared,
+    shared: &Admin,
     method: &str,
     who: &str,
     query: &str,
 ) -> (&'static str, &'static str, String) {
-    use crate::health::report::{json_str, parse_target, percent_decode};
+    use report::{json_str, parse_target, percent_decode};
     let who = percent_decode(who);
     let Some((addr, mut port)) = parse_target(&who) else {
         return bad(format!("bad address {who:?}"));
@@ -121,7 +138,11 @@ fn override_route(
             )
         }
     };
-    match crate::health::set_override(shared, addr, port, state) {
+    let engine = shared.server.engine.load();
+    match shared
+        .overrides
+        .set(&engine.health, &engine.checks, addr, port, state)
+    {
         Ok(n) => (
             "200 OK",
             "application/json",
@@ -140,7 +161,8 @@ fn override_route(
     }
 }
 
-pub fn metrics_text(shared: &Shared) -> String {
+/// The whole `/metrics` page.
+pub fn metrics_text(shared: &ServerState) -> String {
     let m = &shared.metrics;
     let mut s = String::new();
     let c = |v: &std::sync::atomic::AtomicU64| v.load(Ordering::Relaxed);
@@ -227,7 +249,7 @@ pub fn metrics_text(shared: &Shared) -> String {
         "meridian_rrl_responses_total{{action=\"slipped\"}} {}",
         c(&m.rrl_slipped)
     );
-    crate::health::report::metrics(&e, &mut s);
+    report::metrics(&e, &mut s);
     s
 }
 

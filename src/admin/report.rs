@@ -6,9 +6,8 @@ use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::checker::{override_for, overrides};
-use super::{override_name, state_name, CheckKind, CheckSpec};
 use crate::engine::Engine;
+use crate::health::{override_for, override_name, state_name, CheckKind, CheckSpec, OverrideMap};
 use crate::pool::Member;
 
 /// A JSON string literal.
@@ -95,9 +94,8 @@ fn members(e: &Engine) -> impl Iterator<Item = (&str, &Member)> {
 }
 
 /// The `/status` document.
-pub fn status_json(e: &Engine) -> String {
+pub fn status_json(e: &Engine, ovr: &OverrideMap) -> String {
     // Take the overrides before any entry lock (lock order: runner, entry).
-    let ovr = overrides();
     let t = &e.health;
     let mut s = String::new();
     let _ = write!(
@@ -171,7 +169,7 @@ pub fn status_json(e: &Engine) -> String {
         let covered = e
             .checks
             .iter()
-            .filter(|sp| sp.addr == *addr && override_for(&ovr, sp) == *state)
+            .filter(|sp| sp.addr == *addr && override_for(ovr, sp) == *state)
             .count();
         let _ = write!(
             s,
@@ -243,7 +241,7 @@ pub fn metrics(e: &Engine, s: &mut String) {
     let _ = writeln!(s, "# TYPE meridian_member_override gauge");
     for (pool, m) in members(e) {
         let o = t.override_of(m.health);
-        if o != super::OVR_NONE {
+        if o != crate::health::OVR_NONE {
             let _ = writeln!(
                 s,
                 "meridian_member_override{{pool=\"{}\",address=\"{}\",state=\"{}\"}} 1",
@@ -365,4 +363,31 @@ pub fn parse_target(s: &str) -> Option<(IpAddr, Option<u16>)> {
         .and_then(|x| x.strip_suffix(']'))
         .and_then(|x| x.parse::<IpAddr>().ok())
         .map(|a| (a, None))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn report_helpers() {
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            rfc3339(UNIX_EPOCH + Duration::from_millis(1_709_251_199_250)),
+            "2024-02-29T23:59:59.250Z"
+        );
+        assert_eq!(json_str("a\"b\\\n\u{1}"), "\"a\\\"b\\\\\\n\\u0001\"");
+        assert_eq!(percent_decode("2001%3Adb8%3a%3A1"), "2001:db8::1");
+        assert_eq!(percent_decode("%zz%4"), "%zz%4");
+        let ip: IpAddr = "2001:db8::1".parse().unwrap();
+        assert_eq!(parse_target("2001:db8::1"), Some((ip, None)));
+        assert_eq!(parse_target("[2001:db8::1]:80"), Some((ip, Some(80))));
+        assert_eq!(parse_target("[2001:db8::1]"), Some((ip, None)));
+        assert_eq!(
+            parse_target("127.0.0.1:8080"),
+            Some(("127.0.0.1".parse().unwrap(), Some(8080)))
+        );
+        assert_eq!(parse_target("nope"), None);
+    }
 }

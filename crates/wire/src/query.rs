@@ -3,99 +3,8 @@
 //! skipped after bounds checks. The hot path never builds a full `Message`.
 
 use crate::ecs::{ClientSubnet, EcsError};
-
-pub const MAX_NAME: usize = 255;
-pub const MAX_LABELS: usize = 128;
-
-pub const TYPE_A: u16 = 1;
-pub const TYPE_NS: u16 = 2;
-pub const TYPE_CNAME: u16 = 5;
-pub const TYPE_SOA: u16 = 6;
-pub const TYPE_AAAA: u16 = 28;
-pub const TYPE_OPT: u16 = 41;
-pub const TYPE_DS: u16 = 43;
-pub const TYPE_IXFR: u16 = 251;
-pub const TYPE_AXFR: u16 = 252;
-pub const TYPE_ANY: u16 = 255;
-pub const CLASS_IN: u16 = 1;
-pub const CLASS_CH: u16 = 3;
-
-pub const RCODE_NOERROR: u16 = 0;
-pub const RCODE_FORMERR: u16 = 1;
-pub const RCODE_SERVFAIL: u16 = 2;
-pub const RCODE_NXDOMAIN: u16 = 3;
-pub const RCODE_NOTIMP: u16 = 4;
-pub const RCODE_REFUSED: u16 = 5;
-/// Extended rcode 16 (RFC 6891 §6.1.3): upper bits 1, header bits 0.
-pub const RCODE_BADVERS: u16 = 16;
-
-const OPT_ECS: u16 = 8;
-
-/// A domain name in wire form, lower-cased, with the offset of each label.
-#[derive(Clone)]
-pub struct WireName {
-    pub bytes: [u8; MAX_NAME],
-    pub len: usize,
-    pub labels: [u8; MAX_LABELS],
-    pub nlabels: usize,
-}
-
-impl Default for WireName {
-    fn default() -> Self {
-        WireName {
-            bytes: [0; MAX_NAME],
-            len: 0,
-            labels: [0; MAX_LABELS],
-            nlabels: 0,
-        }
-    }
-}
-
-impl WireName {
-    /// Fill from uncompressed wire bytes (which must be a valid name).
-    pub fn set(&mut self, wire: &[u8]) -> bool {
-        self.len = 0;
-        self.nlabels = 0;
-        let mut i = 0;
-        loop {
-            let Some(&l) = wire.get(i) else { return false };
-            if l == 0 {
-                if i + 1 > MAX_NAME {
-                    return false;
-                }
-                self.bytes[i] = 0;
-                self.len = i + 1;
-                return true;
-            }
-            if l > 63 || i + 1 + l as usize >= MAX_NAME || self.nlabels >= MAX_LABELS {
-                return false;
-            }
-            if wire.len() < i + 1 + l as usize {
-                return false;
-            }
-            self.labels[self.nlabels] = i as u8;
-            self.nlabels += 1;
-            self.bytes[i] = l;
-            for k in 0..l as usize {
-                self.bytes[i + 1 + k] = wire[i + 1 + k].to_ascii_lowercase();
-            }
-            i += 1 + l as usize;
-        }
-    }
-
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.bytes[..self.len]
-    }
-
-    /// The suffix starting at label `i` (0 = whole name; `nlabels` = root).
-    pub fn suffix(&self, i: usize) -> &[u8] {
-        if i >= self.nlabels {
-            &self.bytes[self.len - 1..self.len]
-        } else {
-            &self.bytes[self.labels[i] as usize..self.len]
-        }
-    }
-}
+use crate::name::{skip_name, u16_at, WireName};
+use crate::{OPT_ECS, TYPE_OPT};
 
 /// EDNS data from the query's OPT record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,50 +51,6 @@ pub enum Reject {
     /// An opcode we do not implement, in a message whose QDCOUNT is not 1
     /// (with QDCOUNT 1 the question parses and the caller says NOTIMP).
     NotImp { edns: Option<Edns> },
-}
-
-#[inline]
-fn u16_at(p: &[u8], i: usize) -> Option<u16> {
-    Some(u16::from_be_bytes([*p.get(i)?, *p.get(i + 1)?]))
-}
-
-/// Skip a possibly compressed name; returns the offset just past it in place.
-///
-/// Pointers are followed (reading, not copying) so that the whole name is
-/// checked: every pointer must point before the start of the run of labels
-/// it ends, which rules out loops (the runs move strictly backwards), and the
-/// name must fit in 255 octets (RFC 1035 §3.1, §4.1.4).
-fn skip_name(p: &[u8], start: usize) -> Option<usize> {
-    let mut i = start;
-    // Start of the current run of labels, and where the name ends in place.
-    let mut run = start;
-    let mut end = None;
-    let mut total = 0usize;
-    loop {
-        let l = *p.get(i)?;
-        match l & 0xC0 {
-            0x00 => {
-                total += l as usize + 1;
-                if total > MAX_NAME {
-                    return None;
-                }
-                if l == 0 {
-                    return Some(end.unwrap_or(i + 1));
-                }
-                i += 1 + l as usize;
-            }
-            0xC0 => {
-                let ptr = (u16_at(p, i)? & 0x3FFF) as usize;
-                if ptr >= run {
-                    return None;
-                }
-                end.get_or_insert(i + 2);
-                run = ptr;
-                i = ptr;
-            }
-            _ => return None,
-        }
-    }
 }
 
 /// Parse a query packet. Returns the query, or what to do instead.
@@ -247,38 +112,10 @@ pub fn parse_query(p: &[u8], out: &mut Query) -> Result<(), Reject> {
         edns: None,
     };
     // Question: a name without compression (nothing precedes it to point at).
-    let mut i = 12;
-    {
-        let n = &mut out.qname;
-        n.len = 0;
-        n.nlabels = 0;
-        loop {
-            let Some(&l) = p.get(i) else {
-                return Err(formerr);
-            };
-            let pos = i - 12;
-            if l == 0 {
-                n.bytes[pos] = 0;
-                n.len = pos + 1;
-                i += 1;
-                break;
-            }
-            if l > 63 || pos + 1 + l as usize >= MAX_NAME || n.nlabels >= MAX_LABELS {
-                return Err(formerr);
-            }
-            let end = i + 1 + l as usize;
-            if end > p.len() {
-                return Err(formerr);
-            }
-            n.labels[n.nlabels] = pos as u8;
-            n.nlabels += 1;
-            n.bytes[pos] = l;
-            for k in 0..l as usize {
-                n.bytes[pos + 1 + k] = p[i + 1 + k].to_ascii_lowercase();
-            }
-            i = end;
-        }
+    if !out.qname.set(&p[12..]) {
+        return Err(formerr);
     }
+    let mut i = 12 + out.qname.len;
     let (Some(qtype), Some(qclass)) = (u16_at(p, i), u16_at(p, i + 2)) else {
         return Err(formerr);
     };

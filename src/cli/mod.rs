@@ -1,0 +1,4 @@
+//! The one-shot commands: `meridian check` and `meridian lookup`.
+
+pub mod check;
+pub mod lookup;

@@ -1,0 +1,229 @@
+//! Process life cycle for `meridian serve`: load, bind, drop privileges,
+//! start workers, print the ready line, then handle SIGHUP (reload), geo
+//! database changes (reload) and SIGINT/SIGTERM (stop).
+//! The daemon is the only module that sees every other one: it owns the
+//! serving state, the operator overrides and the health checkers.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+mod memory;
+mod privileges;
+mod reload;
+
+use std::sync::Mutex;
+
+use crate::health::{Checker, Overrides};
+use crate::transport::{bind_tcp, bind_udp, tcp_listener, udp_worker, ServerState};
+use memory::{for_serving, tune_malloc};
+use privileges::check_readable;
+pub use privileges::{drop_privileges, lookup_user, privileges, SwitchUser, ROOT_REFUSED};
+use reload::{geo_mtime, reload, Daemon};
+
+/// `meridian serve`: run until SIGTERM or SIGINT. `listen`, `workers`,
+/// `http_listen` and `allow_root` come from the command line and win over
+/// the config.
+pub fn serve(
+    config: &Path,
+    listen: Vec<SocketAddr>,
+    workers: Option<usize>,
+    http_listen: Option<String>,
+    allow_root: bool,
+) -> Result<(), String> {
+    tune_malloc();
+    let engine = for_serving(crate::answer::load(config, None).map_err(|e| e.to_string())?);
+    init_logging(&engine.settings.log);
+    // Logging starts after the first load, so report that load here.
+    tracing::info!(
+        "loaded {} in {} ms: {} zone(s), {} name(s) on pools",
+        config.display(),
+        engine.load_ms,
+        engine.zones.len(),
+        engine.bindings.len()
+    );
+    // Decide about root before binding anything.
+    let switch_to = privileges(&engine, allow_root)?;
+    let listen: Vec<SocketAddr> = if listen.is_empty() {
+        engine.settings.listen.clone()
+    } else {
+        listen
+    };
+    let nworkers = workers
+        .or(if engine.settings.workers > 0 {
+            Some(engine.settings.workers)
+        } else {
+            None
+        })
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        })
+        .max(1);
+    let http = match http_listen.as_deref() {
+        Some("none") => None,
+        Some(h) => Some(h.to_string()),
+        None => engine.settings.http_listen.clone(),
+    };
+    let shared = ServerState::new(engine);
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("meridian-rt")
+        .build()
+        .map_err(|e| format!("meridian: cannot start runtime: {e}"))?;
+
+    // Bind everything before saying we are ready.
+    let mut udp = Vec::new();
+    let mut tcp = Vec::new();
+    for a in &listen {
+        for _ in 0..nworkers {
+            udp.push(bind_udp(*a).map_err(|e| bind_error("udp", a, e))?);
+        }
+        tcp.push(bind_tcp(*a).map_err(|e| bind_error("tcp", a, e))?);
+    }
+    let http_listener = match http {
+        Some(h) => {
+            let addr = crate::config::parse_listen(&h)
+                .ok_or(format!("meridian: bad http_listen {h:?}"))?;
+            Some(
+                rt.block_on(tokio::net::TcpListener::bind(addr))
+                    .map_err(|e| bind_error("http", &addr, e))?,
+            )
+        }
+        None => None,
+    };
+    // Every socket is bound: give up root before serving anything.
+    if let Some(u) = &switch_to {
+        drop_privileges(u)?;
+        // Serving works without them; only reloads would fail. Say so loudly.
+        if let Err(warning) = check_readable(&shared.engine.load(), u) {
+            tracing::warn!("{warning}");
+            eprintln!("{warning}");
+        }
+    }
+    let mut bound = Vec::new();
+    for s in &udp {
+        if let Ok(a) = s.local_addr() {
+            if !bound.contains(&a) {
+                bound.push(a);
+            }
+        }
+    }
+    let mut threads = Vec::new();
+    for (i, sock) in udp.into_iter().enumerate() {
+        let sh = shared.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("meridian-udp-{i}"))
+                .spawn(move || udp_worker(sh, sock, nworkers))
+                .map_err(|e| format!("meridian: cannot start worker: {e}"))?,
+        );
+    }
+    for l in tcp {
+        shared.tcp_listeners.fetch_add(1, Ordering::Relaxed);
+        rt.spawn(tcp_listener(shared.clone(), l));
+    }
+    let daemon = Daemon {
+        server: shared.clone(),
+        overrides: Arc::new(Overrides::new()),
+        checker: Mutex::new(Checker::new(rt.handle().clone())),
+    };
+    daemon.restart_checks();
+    if let Some(l) = http_listener {
+        let admin = crate::admin::Admin {
+            server: shared.clone(),
+            overrides: daemon.overrides.clone(),
+        };
+        rt.spawn(crate::admin::serve(Arc::new(admin), l));
+    }
+
+    // Signal handlers before the ready line: a SIGTERM or SIGHUP sent as
+    // soon as we say ready must not find the default action (death).
+    let (mut hup, mut term, mut int) = {
+        use tokio::signal::unix::{signal, SignalKind};
+        let _rt = rt.enter();
+        let sig = |k: SignalKind| signal(k).map_err(|e| format!("meridian: signal handler: {e}"));
+        (
+            sig(SignalKind::hangup())?,
+            sig(SignalKind::terminate())?,
+            sig(SignalKind::interrupt())?,
+        )
+    };
+    let e = shared.engine.load();
+    let list: Vec<String> = bound.iter().map(|a| a.to_string()).collect();
+    eprintln!(
+        "meridian: ready, {} zone(s), {} name(s) on pools, loaded in {} ms, udp+tcp on {} ({} udp worker(s) each)",
+        e.zones.len(),
+        e.bindings.len(),
+        e.load_ms,
+        list.join(" "),
+        nworkers
+    );
+    drop(e);
+
+    rt.block_on(async {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let mut geo_stamp = geo_mtime(&shared);
+        loop {
+            tokio::select! {
+                _ = hup.recv() => reload(&daemon, "SIGHUP"),
+                _ = term.recv() => break,
+                _ = int.recv() => break,
+                _ = tick.tick() => {
+                    let now = geo_mtime(&shared);
+                    if now != geo_stamp {
+                        geo_stamp = now;
+                        reload(&daemon, "geo database changed");
+                        geo_stamp = geo_mtime(&shared).or(geo_stamp);
+                    }
+                }
+            }
+        }
+        Ok::<(), String>(())
+    })?;
+    tracing::info!("shutting down");
+    // Listeners close at once (a new instance on the same port takes the new
+    // connections); UDP workers answer what is queued on their sockets.
+    shared.begin_shutdown();
+    // Let TCP answers in flight finish: every query already received is
+    // answered, then idle connections close.
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    let busy = || {
+        shared.tcp_listeners.load(Ordering::Relaxed) > 0
+            || shared.tcp_conns.load(Ordering::Relaxed) > 0
+    };
+    while busy() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for t in threads {
+        let _ = t.join();
+    }
+    rt.shutdown_timeout(Duration::from_millis(200));
+    eprintln!("meridian: stopped");
+    Ok(())
+}
+
+fn init_logging(filter: &str) {
+    use tracing_subscriber::EnvFilter;
+    let f = EnvFilter::try_from_default_env()
+        .or_else(|_| EnvFilter::try_new(filter))
+        .unwrap_or_else(|_| EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(f)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn bind_error(what: &str, a: &SocketAddr, e: std::io::Error) -> String {
+    let hint = if e.kind() == std::io::ErrorKind::PermissionDenied && a.port() < 1024 {
+        " (ports below 1024 need root or CAP_NET_BIND_SERVICE: see contrib/meridian.service)"
+    } else {
+        ""
+    };
+    format!("meridian: cannot bind {what} {a}: {e}{hint}")
+}

@@ -1,0 +1,88 @@
+//! Reloads: build a new engine from the same config on a low-priority
+//! thread, carry the operator overrides into it, swap it in whole and
+//! restart the health checkers; on any error keep serving the old one.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use super::memory::for_serving;
+use crate::health::{Checker, Overrides};
+use crate::transport::ServerState;
+
+/// What the daemon owns: the serving state, the overrides and the checkers.
+pub(super) struct Daemon {
+    pub(super) server: Arc<ServerState>,
+    pub(super) overrides: Arc<Overrides>,
+    pub(super) checker: Mutex<Checker>,
+}
+
+impl Daemon {
+    /// Restart the checkers on the table of the engine now serving.
+    pub(super) fn restart_checks(&self) {
+        let e = self.server.engine.load_full();
+        self.checker
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .launch(e.health.clone(), &e.checks);
+    }
+}
+
+pub(super) fn geo_mtime(shared: &ServerState) -> Option<SystemTime> {
+    let e = shared.engine.load();
+    let p = e.geo_path.as_ref()?;
+    std::fs::metadata(p).and_then(|m| m.modified()).ok()
+}
+
+/// Build a new engine and swap it in; on failure keep serving the old one.
+pub(super) fn reload(d: &Daemon, why: &str) {
+    let shared = &d.server;
+    let old = shared.engine.load_full();
+    // Build on a thread of lower priority: on a busy core the UDP workers
+    // keep answering at once instead of waiting out the build's time slice.
+    let build = || crate::answer::load(&old.config_path, Some(&old));
+    let built = std::thread::scope(|s| {
+        let spawned = std::thread::Builder::new()
+            .name("meridian-reload".into())
+            .spawn_scoped(s, || {
+                // SAFETY: setpriority on the calling thread (tid) only.
+                unsafe {
+                    libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10);
+                }
+                build()
+            });
+        match spawned {
+            Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            // No thread to be had: build here, at normal priority.
+            Err(_) => build(),
+        }
+    });
+    match built {
+        Ok(new) => {
+            let new = for_serving(new);
+            if new.settings.listen != old.settings.listen {
+                tracing::warn!("reload: listen addresses changed; restart to apply");
+            }
+            let names = new.bindings.len();
+            let new = Arc::new(new);
+            d.overrides.apply_then(&new.health, &new.checks, || {
+                shared.engine.store(new.clone())
+            });
+            d.restart_checks();
+            shared.metrics.reloads_ok.fetch_add(1, Ordering::Relaxed);
+            tracing::info!("reloaded ({why}): {names} name(s) on pools");
+            eprintln!(
+                "meridian: reloaded ({why}) in {} ms",
+                shared.engine.load().load_ms
+            );
+        }
+        Err(e) => {
+            shared
+                .metrics
+                .reloads_failed
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::error!("reload failed ({why}), keeping the running config: {e}");
+            eprintln!("meridian: reload failed, keeping the running config: {e}");
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! Operator overrides (up, down, drain) by address, or address and port.
+//! The daemon owns one [`Overrides`] value; it outlives every engine, so
+//! overrides survive reloads whatever the new config changes.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::{Mutex, MutexGuard};
+
+use super::{override_name, CheckSpec, HealthTable, OVR_NONE};
+
+/// (address, port) to override; port None covers every port of the address.
+pub type OverrideMap = BTreeMap<(IpAddr, Option<u16>), u8>;
+
+/// The overrides in force. Setting one and publishing a new engine both
+/// happen under its lock, so no engine is published without them.
+#[derive(Debug, Default)]
+pub struct Overrides {
+    map: Mutex<OverrideMap>,
+}
+
+impl Overrides {
+    /// None in force.
+    pub fn new() -> Overrides {
+        Overrides::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, OverrideMap> {
+        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A copy of the overrides in force, for `/status`.
+    pub fn snapshot(&self) -> OverrideMap {
+        self.lock().clone()
+    }
+
+    /// Put the overrides into a freshly built table, then run `publish`
+    /// (the swap) before anyone can set another.
+    pub fn apply_then<R>(
+        &self,
+        table: &HealthTable,
+        specs: &[CheckSpec],
+        publish: impl FnOnce() -> R,
+    ) -> R {
+        let map = self.lock();
+        for (i, s) in specs.iter().enumerate() {
+            table.set_override(i as u32, override_for(&map, s));
+        }
+        publish()
+    }
+
+    /// Set (or with `OVR_NONE` clear) an override for `addr`, or for `addr`
+    /// on one port, and write it into the table of the serving engine
+    /// (`table` and `specs`, read under the lock). Returns how many entries
+    /// (distinct address, port, check) it covers now. Setting one for an
+    /// address that no member has is an error; clearing always works.
+    pub fn set(
+        &self,
+        table: &HealthTable,
+        specs: &[CheckSpec],
+        addr: IpAddr,
+        port: Option<u16>,
+        state: u8,
+    ) -> Result<usize, String> {
+        let mut map = self.lock();
+        let matches =
+            |s: &CheckSpec| s.addr == addr && (port.is_none() || s.effective_port() == port);
+        let matched = specs.iter().filter(|s| matches(s)).count();
+        let what = match port {
+            Some(p) => format!("{addr} port {p}"),
+            None => addr.to_string(),
+        };
+        if matched == 0 && state != OVR_NONE {
+            return Err(match port {
+                Some(p) => format!("no member {addr} is checked on port {p}"),
+                None => format!("no pool has a member {addr}"),
+            });
+        }
+        let prev = if state == OVR_NONE {
+            map.remove(&(addr, port))
+        } else {
+            map.insert((addr, port), state)
+        };
+        for (i, s) in specs.iter().enumerate() {
+            if s.addr == addr {
+                table.set_override(i as u32, override_for(&map, s));
+            }
+        }
+        tracing::info!(
+            "health: operator override for {what}: {} (was {})",
+            override_name(state),
+            override_name(prev.unwrap_or(OVR_NONE))
+        );
+        Ok(matched)
+    }
+}
+
+/// The override that applies to `spec`: one for its address and port wins
+/// over one for the whole address.
+pub fn override_for(map: &OverrideMap, spec: &CheckSpec) -> u8 {
+    if let Some(p) = spec.effective_port() {
+        if let Some(&o) = map.get(&(spec.addr, Some(p))) {
+            return o;
+        }
+    }
+    map.get(&(spec.addr, None)).copied().unwrap_or(OVR_NONE)
+}

@@ -1,0 +1,117 @@
+//! Address pools and the answer modes that pick from them: the whole set
+//! shuffled (`all`), rotated by smooth weighted round robin (`rotate`), one
+//! weighted pick (`one`) or K weighted picks without replacement (`some`).
+//!
+//! Randomness and rotation state are per thread: each worker has its own
+//! generator and its own rotation cursors, so no lock or shared cache line is
+//! touched per query. With several workers, each one rotates on its own.
+
+pub mod select;
+
+pub use select::{select, Selector};
+
+use std::net::IpAddr;
+
+/// Most members of one family a pool may hold (answers are built on the stack).
+pub const MAX_MEMBERS: usize = 256;
+/// Most members `some` may return.
+pub const MAX_SOME: usize = 8;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    All,
+    Rotate,
+    One,
+    Some(u8),
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Mode::All => f.write_str("all"),
+            Mode::Rotate => f.write_str("rotate"),
+            Mode::One => f.write_str("one"),
+            Mode::Some(k) => write!(f, "some (count {k})"),
+        }
+    }
+}
+
+/// Offset of the TTL in [`Member::rr`] (after pointer, type and class).
+pub const RR_TTL_AT: usize = 6;
+
+#[derive(Debug, Clone)]
+pub struct Member {
+    pub addr: IpAddr,
+    pub weight: u32,
+    /// Index into the health table.
+    pub health: u32,
+    /// The answer record, pre-rendered: owner pointer to the question
+    /// (0xC00C), type, class IN, TTL 0 (patched per answer), RDLENGTH, RDATA.
+    rr: [u8; 28],
+    rr_len: u8,
+}
+
+impl Member {
+    pub fn new(addr: IpAddr, weight: u32, health: u32) -> Member {
+        let mut rr = [0u8; 28];
+        let (rtype, len) = match addr {
+            IpAddr::V4(a) => {
+                rr[12..16].copy_from_slice(&a.octets());
+                (meridian_wire::TYPE_A, 4u8)
+            }
+            IpAddr::V6(a) => {
+                rr[12..28].copy_from_slice(&a.octets());
+                (meridian_wire::TYPE_AAAA, 16)
+            }
+        };
+        rr[0..2].copy_from_slice(&0xC00Cu16.to_be_bytes());
+        rr[2..4].copy_from_slice(&rtype.to_be_bytes());
+        rr[4..6].copy_from_slice(&meridian_wire::CLASS_IN.to_be_bytes());
+        rr[10..12].copy_from_slice(&u16::from(len).to_be_bytes());
+        Member {
+            addr,
+            weight,
+            health,
+            rr,
+            rr_len: 12 + len,
+        }
+    }
+
+    /// The pre-rendered record; its TTL is at `RR_TTL_AT`.
+    #[inline]
+    pub fn rr(&self) -> &[u8] {
+        &self.rr[..self.rr_len as usize]
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Pool {
+    pub name: String,
+    pub v4: Vec<Member>,
+    pub v6: Vec<Member>,
+    pub location: Option<(f64, f64)>,
+    /// Members that must be up for the pool to be up (count, or fraction < 1).
+    pub min_up: f64,
+}
+
+impl Pool {
+    pub fn family(&self, v6: bool) -> &[Member] {
+        if v6 {
+            &self.v6
+        } else {
+            &self.v4
+        }
+    }
+
+    /// Is this family of the pool up, given each member's state?
+    pub fn is_up(&self, v6: bool, up: &impl Fn(&Member) -> bool) -> (bool, usize) {
+        let members = self.family(v6);
+        let n = members.iter().filter(|m| up(m)).count();
+        let need = if self.min_up < 1.0 {
+            (self.min_up * members.len() as f64).ceil().max(1.0) as usize
+        } else {
+            self.min_up as usize
+        };
+        (n >= need && n > 0, n)
+    }
+}
