@@ -1,15 +1,25 @@
-//! The `meridian` command: `serve`, `check` and `lookup`.
+//! The `meridian` command: the clap definitions of `serve`, `check`,
+//! `lookup`, `man` and `completions`, each handed to the library.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
+use clap_complete::Shell;
 
 use meridian::engine::Engine;
 
 #[derive(Parser)]
-#[command(name = "meridian", version, about = "Authoritative geo-DNS server")]
+#[command(
+    name = "meridian",
+    version,
+    about = "Authoritative geo-DNS server",
+    long_about = "meridian answers DNS from zone files, balances load through address pools \
+(all, rotate, one, some), picks pools by where the client is (a MaxMind-format database \
+keyed by EDNS Client Subnet, with exact scopes) and leaves out members that health \
+checks mark down. The manual is in docs/ (an mdBook)."
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -19,6 +29,7 @@ struct Cli {
 enum Cmd {
     /// Serve DNS over UDP and TCP.
     Serve {
+        /// The config file (TOML).
         #[arg(long, short)]
         config: PathBuf,
         /// Listen address (repeatable); replaces the config's addresses.
@@ -37,26 +48,51 @@ enum Cmd {
     },
     /// Load and validate the config, zones and geo database, then exit.
     Check {
+        /// The config file (TOML).
         #[arg(long, short)]
         config: PathBuf,
     },
     /// Show how a name is answered for a client, without starting a server.
     Lookup {
+        /// The config file (TOML).
         #[arg(long, short)]
         config: PathBuf,
+        /// The name to look up, e.g. geo.example.test.
         #[arg(long)]
         name: String,
+        /// A or AAAA.
         #[arg(long = "type", default_value = "A")]
         qtype: String,
         /// The client address or subnet, e.g. 8.8.8.0/24.
         #[arg(long)]
         client: String,
     },
+    /// Print the man page (roff, section 8) on standard output.
+    Man,
+    /// Print a shell completion script on standard output.
+    Completions {
+        /// The shell: bash, elvish, fish, powershell or zsh.
+        shell: Shell,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
+        Cmd::Man => {
+            let man = clap_mangen::Man::new(Cli::command()).section("8");
+            match man.render(&mut std::io::stdout()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("meridian: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Cmd::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "meridian", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
         Cmd::Check { config } => match Engine::load(&config) {
             Ok(e) => {
                 println!("{}", meridian::cli::check::summary(&e));

@@ -6,14 +6,19 @@
 
 use std::path::Path;
 
+use nix::unistd::{getegid, geteuid, setgid, setgroups, setuid, Gid, Uid, User};
+
 use crate::engine::Engine;
 
 /// The user to switch to after binding, as resolved from the passwd database.
 #[derive(Debug, Clone)]
 pub struct SwitchUser {
+    /// The name in `[server] user`.
     pub name: String,
-    pub uid: libc::uid_t,
-    pub gid: libc::gid_t,
+    /// Its uid.
+    pub uid: Uid,
+    /// Its primary group.
+    pub gid: Gid,
 }
 
 /// The message when root is neither dropped nor allowed.
@@ -22,8 +27,8 @@ pub const ROOT_REFUSED: &str = "meridian: refusing to run as root. Set `user = \
 /// Decide what to do about the user we run as. Returns the user to switch
 /// to after binding (None: stay as we are).
 pub fn privileges(engine: &Engine, cli_allow_root: bool) -> Result<Option<SwitchUser>, String> {
-    let euid = unsafe { libc::geteuid() };
-    if euid != 0 {
+    let euid = geteuid();
+    if !euid.is_root() {
         if let Some(name) = &engine.settings.user {
             // Already unprivileged (e.g. systemd DynamicUser): nothing to switch.
             tracing::info!(
@@ -46,7 +51,7 @@ pub fn privileges(engine: &Engine, cli_allow_root: bool) -> Result<Option<Switch
     match &engine.settings.user {
         Some(name) => {
             let u = lookup_user(name)?;
-            if u.uid == 0 {
+            if u.uid.is_root() {
                 return Err(format!(
                     "meridian: user {name:?} is root; name an unprivileged user, or use allow_root = true"
                 ));
@@ -57,60 +62,37 @@ pub fn privileges(engine: &Engine, cli_allow_root: bool) -> Result<Option<Switch
     }
 }
 
-/// Look a user up in the passwd database (getpwnam_r).
+/// Look a user up in the passwd database.
 pub fn lookup_user(name: &str) -> Result<SwitchUser, String> {
-    let cname =
-        std::ffi::CString::new(name).map_err(|_| format!("meridian: bad user name {name:?}"))?;
-    let mut buf = vec![0 as libc::c_char; 16 * 1024];
-    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
-    let mut res: *mut libc::passwd = std::ptr::null_mut();
-    let rc = unsafe {
-        libc::getpwnam_r(
-            cname.as_ptr(),
-            &mut pw,
-            buf.as_mut_ptr(),
-            buf.len(),
-            &mut res,
-        )
-    };
-    if rc != 0 || res.is_null() {
-        return Err(format!(
+    match User::from_name(name) {
+        Ok(Some(u)) => Ok(SwitchUser {
+            name: name.to_string(),
+            uid: u.uid,
+            gid: u.gid,
+        }),
+        Ok(None) => Err(format!(
             "meridian: unknown user {name:?} in [server] user (create it, or name another)"
-        ));
+        )),
+        Err(e) => Err(format!("meridian: cannot look up user {name:?}: {e}")),
     }
-    Ok(SwitchUser {
-        name: name.to_string(),
-        uid: pw.pw_uid,
-        gid: pw.pw_gid,
-    })
 }
 
-/// setgroups, setgid, setuid, in that order, then check that root cannot be
-/// regained. glibc applies each call to every thread of the process.
+/// setgroups (to the primary group alone), setgid, setuid, in that order,
+/// then check that root cannot be regained. glibc applies each call to
+/// every thread of the process.
 pub fn drop_privileges(u: &SwitchUser) -> Result<(), String> {
-    let fail = |what: &str| {
-        format!(
-            "meridian: cannot switch to user {:?} ({what}): {}",
-            u.name,
-            std::io::Error::last_os_error()
-        )
+    let fail = |what: &str, e: nix::Error| {
+        format!("meridian: cannot switch to user {:?} ({what}): {e}", u.name)
     };
-    unsafe {
-        if libc::setgroups(1, &u.gid) != 0 {
-            return Err(fail("setgroups"));
-        }
-        if libc::setgid(u.gid) != 0 {
-            return Err(fail("setgid"));
-        }
-        if libc::setuid(u.uid) != 0 {
-            return Err(fail("setuid"));
-        }
-        if libc::setuid(0) == 0 || libc::geteuid() == 0 || libc::getegid() == 0 && u.gid != 0 {
-            return Err(format!(
-                "meridian: still privileged after switching to {:?}",
-                u.name
-            ));
-        }
+    setgroups(&[u.gid]).map_err(|e| fail("setgroups", e))?;
+    setgid(u.gid).map_err(|e| fail("setgid", e))?;
+    setuid(u.uid).map_err(|e| fail("setuid", e))?;
+    let regained = setuid(Uid::from_raw(0)).is_ok();
+    if regained || geteuid().is_root() || (getegid().as_raw() == 0 && u.gid.as_raw() != 0) {
+        return Err(format!(
+            "meridian: still privileged after switching to {:?}",
+            u.name
+        ));
     }
     tracing::info!("switched to user {} (uid {}, gid {})", u.name, u.uid, u.gid);
     Ok(())

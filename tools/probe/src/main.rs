@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use hickory_proto::rr::{Name, RecordType};
 use ipnet::IpNet;
 
@@ -74,6 +74,13 @@ enum Command {
     /// Send the same query N times and see who picks the address.
     #[command(long_about = ROTATION_LONG_ABOUT)]
     Rotation(RotationArgs),
+    /// Print the man page (roff, section 1) on standard output.
+    Man,
+    /// Print a shell completion script on standard output.
+    Completions {
+        /// The shell: bash, elvish, fish, powershell or zsh.
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -171,6 +178,15 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Ecs(args) => run_ecs(args),
         Command::Rotation(args) => run_rotation(args),
+        Command::Man => clap_mangen::Man::new(Cli::command())
+            .render(&mut std::io::stdout())
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(|e| e.to_string()),
+        Command::Completions { shell } => {
+            let mut cmd = Cli::command();
+            clap_complete::generate(shell, &mut cmd, "meridian-probe", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
     };
     match result {
         Ok(code) => code,
