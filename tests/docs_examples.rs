@@ -181,7 +181,8 @@ impl Drop for TempDir {
     }
 }
 
-/// Deep merge: tables merge key by key, anything else from `over` replaces.
+/// Deep merge: tables merge key by key, anything else from `over` replaces
+/// (so a fragment's `[[zone]]` list replaces the bundled one).
 fn merge(base: &mut toml::Table, over: toml::Table) {
     for (k, v) in over {
         match (base.get_mut(&k), v) {
@@ -305,4 +306,69 @@ fn toml_examples_in_the_docs_pass_meridian_check() {
         failures.join("\n\n")
     );
     assert!(full + fragment + invalid > 0, "no toml blocks found");
+}
+
+#[test]
+fn extraction_sees_every_marking() {
+    let doc = "\
+intro
+```toml
+a = 1
+```
+````md
+```toml,ignore
+not a block of this page
+```
+````
+  ```toml,fragment
+  b = 2
+  ```
+```toml,invalid
+c = [
+```
+
+```text
+meridian.toml:1: some message
+```
+```toml,ignore
+d = 4
+```
+```TOML
+e = 5
+```
+";
+    let blocks = extract(Path::new("x.md"), doc);
+    let got: Vec<_> = blocks.iter().map(|b| (b.line, b.kind.clone())).collect();
+    assert_eq!(
+        got.len(),
+        5,
+        "{:?}",
+        blocks.iter().map(|b| b.line).collect::<Vec<_>>()
+    );
+    assert_eq!(got[0], (2, Ok(Kind::Full)));
+    assert_eq!(got[1], (10, Ok(Kind::Fragment)));
+    assert_eq!(got[2], (13, Ok(Kind::Invalid)));
+    assert!(got[3].1.is_err() && got[4].1.is_err());
+    assert_eq!(blocks[0].text, "a = 1\n");
+    assert_eq!(
+        blocks[2].expected_error.as_deref(),
+        Some(":1: some message")
+    );
+}
+
+#[test]
+fn fragments_merge_deeply_and_win() {
+    let mut base: toml::Table =
+        "[server]\nlog = \"info\"\nworkers = 0\n[[zone]]\norigin = \"a.\"\n"
+            .parse()
+            .unwrap();
+    let frag: toml::Table = "[server]\nworkers = 2\n[server.rrl]\nresponses_per_second = 5\n"
+        .parse()
+        .unwrap();
+    merge(&mut base, frag);
+    let server = base["server"].as_table().unwrap();
+    assert_eq!(server["log"].as_str(), Some("info"));
+    assert_eq!(server["workers"].as_integer(), Some(2));
+    assert!(server["rrl"].is_table());
+    assert_eq!(base["zone"].as_array().unwrap().len(), 1);
 }
