@@ -2,7 +2,7 @@
 # meridian's local resolver lab: meridian, Unbound and PowerDNS Recursor on
 # 127.0.0.1 with ephemeral ports, the resolvers forwarding your zones to
 # meridian with EDNS Client Subnet, so you can see what clients behind real
-# caching resolvers get. See "Local resolver lab" in README.md.
+# caching resolvers get. See docs/src/tools/lab.md.
 #
 # Everything listens on and talks to loopback only: the resolvers forward
 # the config's zones to meridian and refuse (Unbound) or may not send
