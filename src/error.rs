@@ -7,12 +7,16 @@ use std::path::{Path, PathBuf};
 /// An error at `file:line`. Line 0 means "the file as a whole".
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocatedError {
+    /// The file at fault (config or zone file), as it was opened.
     pub file: PathBuf,
+    /// 1-based line number; 0 for the file as a whole.
     pub line: usize,
+    /// What is wrong, for the operator.
     pub message: String,
 }
 
 impl LocatedError {
+    /// An error at `file:line` (line 0: the whole file).
     pub fn new(file: impl AsRef<Path>, line: usize, message: impl Into<String>) -> Self {
         LocatedError {
             file: file.as_ref().to_path_buf(),

@@ -8,6 +8,8 @@
 //! API); `daemon` (the process). The message format itself is the
 //! `meridian-wire` crate, below all of them.
 
+#![warn(missing_docs)]
+
 pub mod admin;
 pub mod answer;
 pub mod cli;

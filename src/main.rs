@@ -80,8 +80,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Man => {
-            let man = clap_mangen::Man::new(Cli::command()).section("8");
-            match man.render(&mut std::io::stdout()) {
+            match man_page(Cli::command(), "8", &mut std::io::stdout()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("meridian: {e}");
@@ -144,4 +143,21 @@ fn main() -> ExitCode {
             }
         },
     }
+}
+
+/// The man page: the top-level page, then each subcommand's synopsis and
+/// options (clap_mangen renders one command at a time).
+fn man_page(cmd: clap::Command, section: &str, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    let name = cmd.get_name().to_string();
+    clap_mangen::Man::new(cmd.clone()).section(section).render(out)?;
+    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+        let full = format!("{name} {}", sub.get_name());
+        writeln!(out, ".SH \"{}\"", full.to_uppercase())?;
+        let sub = sub.clone().name(full);
+        let man = clap_mangen::Man::new(sub);
+        man.render_synopsis_section(out)?;
+        man.render_description_section(out)?;
+        man.render_options_section(out)?;
+    }
+    Ok(())
 }

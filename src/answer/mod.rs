@@ -50,7 +50,10 @@ const MAX_CHAIN: usize = 8;
 /// Transport facts the answer depends on.
 #[derive(Clone, Copy, Debug)]
 pub struct Transport {
+    /// The client's address (the datagram's or connection's source): what
+    /// geo decisions use unless the query carries a usable ECS address.
     pub src: IpAddr,
+    /// Over TCP: no UDP size limit applies to the response.
     pub tcp: bool,
 }
 

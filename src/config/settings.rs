@@ -85,8 +85,11 @@ impl ServerSettings {
 
 /// Default RRL slip: every 2nd limited response is sent truncated.
 pub const DEFAULT_SLIP: u32 = 2;
+/// Default RRL IPv4 prefix length: clients in one /24 share a limit.
 pub const DEFAULT_V4_PREFIX: u8 = 24;
+/// Default RRL IPv6 prefix length: clients in one /56 share a limit.
 pub const DEFAULT_V6_PREFIX: u8 = 56;
+/// Default RRL buckets per UDP worker.
 pub const DEFAULT_TABLE: usize = 65_536;
 const MAX_TABLE: usize = 1 << 22;
 

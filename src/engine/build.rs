@@ -21,10 +21,6 @@ use meridian_wire::{TYPE_A, TYPE_AAAA, TYPE_CNAME};
 
 static GENERATION: AtomicU64 = AtomicU64::new(1);
 
-fn num<T: Copy + Into<i64>>(v: &Spanned<T>) -> (i64, std::ops::Range<usize>) {
-    ((*v.get_ref()).into(), v.span())
-}
-
 pub(super) fn build(
     src: &Source,
     cfg: ConfigFile,

@@ -21,37 +21,73 @@ pub enum AllDown {
     All,
     /// NODATA with the SOA.
     Empty,
+    /// SERVFAIL: let resolvers try again (or elsewhere).
     Servfail,
 }
 
+/// Where a bound name's addresses come from.
 #[derive(Debug, Clone)]
 pub enum Target {
+    /// One pool for every client: an index into `Engine::pools`.
     Pool(usize),
+    /// Pools chosen by the client's (or its ECS subnet's) location: the
+    /// compiled geo rules, whose decisions are ordered lists of indexes into
+    /// `Engine::pools` (the first pool that is up serves).
     Geo(Box<GeoMap>),
 }
 
 /// A name answered from pools.
 #[derive(Debug, Clone)]
 pub struct Binding {
+    /// The bound name: lower-cased presentation form with the trailing dot.
     pub name: String,
+    /// How members are picked from the serving pool (`mode`).
     pub mode: Mode,
+    /// TTL of the answer records in seconds (`ttl`, 1..=86400; default 30).
     pub ttl: u32,
+    /// TTL in seconds while degraded: when a fallback pool serves, some
+    /// members of the serving pool are down, or every pool is down
+    /// (`degraded_ttl`; default the smaller of 10 and `ttl`).
     pub degraded_ttl: u32,
+    /// What to answer when no candidate pool is up (`when_all_down`).
     pub when_all_down: AllDown,
+    /// The pool, or the geo rules, the addresses come from.
     pub target: Target,
     /// First of two rotation slots (IPv4, IPv6).
     pub slot: usize,
 }
 
+/// The immutable serving state built from one config file: the zones, the
+/// pools, the names bound to pools or geo rules, the geo decision blocks, the
+/// health table and the checked `[server]` settings.
+///
+/// An `Engine` never changes once built. A reload builds a new one from the
+/// config (carrying health state over, see [`HealthTable::new`]) and swaps
+/// it in whole through `ServerState::engine`, so each query is answered
+/// against one config from start to end, and a failed reload leaves the old
+/// engine serving. What does change while it serves lives outside it or
+/// behind atomics: member health in the shared [`HealthTable`], rotation
+/// cursors and random generators per worker thread.
 pub struct Engine {
+    /// The config file this engine was built from (reloads read it again).
     pub config_path: PathBuf,
+    /// The served zones, in config order.
     pub zones: Vec<Zone>,
     /// Zone apex (lower-cased wire) to index in `zones`.
     pub zone_index: crate::zone::NameMap<usize>,
+    /// Every `[pool.NAME]`, in name order; `Target` and geo decisions index into it.
     pub pools: Vec<Pool>,
+    /// Every `[name.NAME]`; a zone node's `dynamic` field is an index into
+    /// it.
     pub bindings: Vec<Binding>,
+    /// The `[geo]` database, if configured; dropped before serving (the
+    /// decision blocks compiled from it are all the query path needs).
     pub geo: Option<Arc<GeoDb>>,
+    /// Path of the `[geo] database` file, resolved against the config's
+    /// folder; watched so that a new file triggers a reload.
     pub geo_path: Option<PathBuf>,
+    /// Member health, indexed by `Member::health`; shared with the checkers,
+    /// which write it while the engine serves.
     pub health: Arc<HealthTable>,
     /// Distinct health check targets, in health-table order.
     pub checks: Vec<CheckSpec>,

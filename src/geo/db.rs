@@ -162,10 +162,12 @@ impl GeoDb {
         self.schema
     }
 
+    /// The `database_type` of the file's metadata (e.g. "GeoLite2-City").
     pub fn database_type(&self) -> &str {
         &self.reader.metadata().database_type
     }
 
+    /// When the database was built, in seconds since the Unix epoch (metadata `build_epoch`).
     pub fn build_epoch(&self) -> u64 {
         self.reader.metadata().build_epoch
     }

@@ -18,7 +18,7 @@ pub(crate) struct Segment {
 
 impl Segment {
     /// The interval covered by the CIDR `start/len` in a `bits`-wide space.
-    pub fn cidr(start: u128, len: u8, bits: u32, value: u32) -> Segment {
+    pub(crate) fn cidr(start: u128, len: u8, bits: u32, value: u32) -> Segment {
         Segment {
             start,
             end: start | host_mask(len, bits),
@@ -226,7 +226,7 @@ pub(crate) struct Table<K> {
 
 impl<K: Key> Table<K> {
     /// `blocks` from [`partition`]: sorted, contiguous, first start 0.
-    pub fn new(blocks: &[(u128, u32)]) -> Table<K> {
+    pub(crate) fn new(blocks: &[(u128, u32)]) -> Table<K> {
         assert!(
             blocks.first().map(|b| b.0) == Some(0),
             "partition must cover the space"
@@ -262,7 +262,7 @@ impl<K: Key> Table<K> {
 
     /// (decision id, prefix length) of the block holding `k`.
     #[inline]
-    pub fn lookup(&self, k: K) -> (u32, u8) {
+    pub(crate) fn lookup(&self, k: K) -> (u32, u8) {
         let h = k.top16();
         let (lo, at) = self.index[h];
         let (lo, hi) = if at == NO_SUB {
@@ -276,12 +276,12 @@ impl<K: Key> Table<K> {
         (self.ids[i], (K::BITS - tz) as u8)
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.starts.len()
     }
 
     /// Every block as (start, prefix length, decision id), in order.
-    pub fn iter(&self) -> impl Iterator<Item = (K, u8, u32)> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (K, u8, u32)> + '_ {
         (0..self.starts.len()).map(move |i| {
             let tz = self.starts[i].size_tz(self.starts.get(i + 1).copied());
             (self.starts[i], (K::BITS - tz) as u8, self.ids[i])
@@ -289,12 +289,12 @@ impl<K: Key> Table<K> {
     }
 
     /// True if at least one block uses a decision other than `id`.
-    pub fn any_other(&self, id: u32) -> bool {
+    pub(crate) fn any_other(&self, id: u32) -> bool {
         self.ids.iter().any(|&x| x != id)
     }
 
     /// Bytes held by the table.
-    pub fn heap_bytes(&self) -> usize {
+    pub(crate) fn heap_bytes(&self) -> usize {
         use std::mem::size_of_val;
         size_of_val(&*self.starts)
             + size_of_val(&*self.ids)

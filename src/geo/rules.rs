@@ -25,8 +25,11 @@ pub struct RuleSet {
     pub nets: Vec<(IpNet, Vec<usize>)>,
     /// "US-CA" style keys; a client's most specific subdivision is tried first.
     pub subdivision: HashMap<String, Vec<usize>>,
+    /// ISO 3166-1 alpha-2 country keys ("DE").
     pub country: HashMap<String, Vec<usize>>,
+    /// Continent code keys ("EU": AF, AN, AS, EU, NA, OC, SA).
     pub continent: HashMap<String, Vec<usize>>,
+    /// Pools for a client no other rule matches (never empty).
     pub default: Vec<usize>,
     /// Nearest mode: (pool, latitude, longitude) per site.
     pub nearest: Option<Vec<(usize, f64, f64)>>,
@@ -414,19 +417,24 @@ fn disjoint(v: &mut Vec<Segment>) {
 /// A fully explained decision (`GeoMap::explain`); `Display` is one line.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
+    /// The address decided for.
     pub addr: IpAddr,
-    /// Decision id and its pool failover list.
+    /// The decision id, as `GeoMap::decide` returns it.
     pub id: u32,
+    /// The failover list of decision `id`: indexes into `Engine::pools`.
     pub pools: Vec<usize>,
     /// The partition block holding `addr`: its length is the ECS scope.
     pub block: IpNet,
     /// "nets 10.0.0.0/8", "subdivision US-CA", "country DE", "continent EU",
     /// "nearest to LAT,LON" or "default".
     pub rule: String,
+    /// What the database says about `addr`, if it has it.
     pub location: Option<Location>,
     /// The database network holding `addr`.
     pub db_network: Option<IpNet>,
+    /// The `nets` override that matched `addr`, if any.
     pub override_net: Option<IpNet>,
+    /// The special-purpose block holding `addr`, if any (RFC 7871 §10).
     pub special: Option<IpNet>,
     /// The partition agrees with direct evaluation (always, unless a bug).
     pub consistent: bool,

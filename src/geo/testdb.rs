@@ -1,8 +1,9 @@
 //! Test-only MaxMind DB writer for shapes the example file lacks: the flat
 //! schema, IPv4-only databases, MaxMind-style IPv4 alias ranges.
 
+/// A MaxMind DB data value: string, double, float, map or array.
 #[derive(Clone)]
-pub enum V {
+pub(crate) enum V {
     S(&'static str),
     D(f64),
     F(f32),
@@ -17,14 +18,16 @@ enum R {
     Data(usize),
 }
 
-pub struct Builder {
+/// Builds a database: a binary search tree over the address bits, then the data section and metadata.
+pub(crate) struct Builder {
     ip_version: u16,
     nodes: Vec<[R; 2]>,
     data: Vec<u8>,
 }
 
 impl Builder {
-    pub fn new(ip_version: u16) -> Builder {
+    /// An empty database for `ip_version` 4 or 6.
+    pub(crate) fn new(ip_version: u16) -> Builder {
         Builder {
             ip_version,
             nodes: vec![[R::Empty; 2]],
@@ -61,7 +64,7 @@ impl Builder {
     }
 
     /// Insert "a.b.c.d/len" or "v6/len" (IPv4 goes to ::/96 in IPv6 DBs).
-    pub fn insert(&mut self, net: &str, v: &V) {
+    pub(crate) fn insert(&mut self, net: &str, v: &V) {
         let net: ipnet::IpNet = net.parse().unwrap();
         let (key, len) = match net {
             ipnet::IpNet::V4(n) if self.ip_version == 6 => {
@@ -77,7 +80,7 @@ impl Builder {
     }
 
     /// Point IPv6 range `root` at the IPv4 subtree (node reached by ::/96).
-    pub fn alias(&mut self, root: &str) {
+    pub(crate) fn alias(&mut self, root: &str) {
         let mut v4 = 0;
         for _ in 0..96 {
             v4 = match self.nodes[v4][0] {
@@ -90,7 +93,8 @@ impl Builder {
         self.nodes[node][bit] = R::Node(v4);
     }
 
-    pub fn finish(&self, database_type: &'static str) -> Vec<u8> {
+    /// The file's bytes, with `database_type` in the metadata.
+    pub(crate) fn finish(&self, database_type: &'static str) -> Vec<u8> {
         let n = self.nodes.len();
         let val = |r: R| match r {
             R::Empty => n,

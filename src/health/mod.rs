@@ -30,43 +30,64 @@ use crate::metrics::Histogram;
 pub use checker::Checker;
 pub use overrides::{override_for, OverrideMap, Overrides};
 
+/// What a check probes (`[check.NAME] type`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum CheckKind {
+    /// `none`: no probe; the member is always up.
     None,
+    /// `tcp`: a TCP connect succeeds.
     Tcp,
+    /// `http`: an HTTP/1.1 GET answers with an expected status (and body).
     Http,
+    /// `https`: as `http`, over TLS.
     Https,
 }
 
 /// A check as configured (timings in milliseconds).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Check {
+    /// The check's name, the key of its `[check.NAME]` table.
     pub name: String,
+    /// What is probed (`type`).
     pub kind: CheckKind,
+    /// Port to probe (`port`); a member's own `port` wins over it.
     pub port: Option<u16>,
+    /// Time between probe starts in ms (`interval_ms` or `interval`; default 10 000).
     pub interval_ms: u64,
+    /// A probe that takes longer fails, in ms (`timeout_ms` or `timeout`); less than the interval.
     pub timeout_ms: u64,
+    /// Passed probes in a row that bring a down member up (`rise`; default 2).
     pub rise: u32,
+    /// Failed probes in a row that take an up member down (`fall`; default 3).
     pub fall: u32,
+    /// HTTP request path, starting with `/` (`path`; default `/`).
     pub path: String,
+    /// HTTP Host header and TLS server name (`host`); default the member's
+    /// address.
     pub host: Option<String>,
     /// Inclusive ranges of accepted HTTP status codes.
     pub expect_status: Vec<(u16, u16)>,
+    /// A string the response body must contain (`expect_body`).
     pub expect_body: Option<String>,
+    /// Verify the server's certificate and name, for `https` (`tls_verify`; default true).
     pub tls_verify: bool,
+    /// Count a member as up before its first probe finishes (`unknown_is_up`; default true).
     pub unknown_is_up: bool,
 }
 
 /// What is probed: a member address with its check. `check: None` is always up.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CheckSpec {
+    /// The member's address.
     pub addr: IpAddr,
     /// The member's own `port`, which wins over the check's.
     pub port: Option<u16>,
+    /// The check; None (also for `type = "none"`) means always up.
     pub check: Option<Check>,
 }
 
 impl CheckSpec {
+    /// A spec; a check of kind `none` is dropped, so such a member is always up.
     pub fn new(addr: IpAddr, port: Option<u16>, check: Option<Check>) -> CheckSpec {
         let check = check.filter(|c| c.kind != CheckKind::None);
         CheckSpec { addr, port, check }
@@ -95,6 +116,7 @@ impl CheckSpec {
         }
     }
 
+    /// The check's name, or `none`.
     pub fn check_name(&self) -> &str {
         self.check
             .as_ref()
@@ -170,16 +192,23 @@ pub fn carry_map(specs: &[CheckSpec], prev: &[CheckSpec]) -> Vec<Option<usize>> 
     out
 }
 
+/// Health state: not probed yet (counts as up unless `unknown_is_up = false`).
 pub const UNKNOWN: u8 = 0;
+/// Health state: up.
 pub const UP: u8 = 1;
+/// Health state: down.
 pub const DOWN: u8 = 2;
 
 /// Operator override of a member's state.
 pub const OVR_NONE: u8 = 0;
+/// Override: up whatever the probes say.
 pub const OVR_UP: u8 = 1;
+/// Override: down whatever the probes say.
 pub const OVR_DOWN: u8 = 2;
+/// Override: down, and left out even when every pool is down.
 pub const OVR_DRAIN: u8 = 3;
 
+/// The name of a health state (`up`, `down`, `unknown`).
 pub fn state_name(s: u8) -> &'static str {
     match s {
         UP => "up",
@@ -188,6 +217,7 @@ pub fn state_name(s: u8) -> &'static str {
     }
 }
 
+/// The name of an override (`up`, `down`, `drain`, `none`).
 pub fn override_name(o: u8) -> &'static str {
     match o {
         OVR_UP => "up",
@@ -197,6 +227,7 @@ pub fn override_name(o: u8) -> &'static str {
     }
 }
 
+/// An override from its name (`clear` and the empty string mean `none`).
 pub fn parse_override(s: &str) -> Option<u8> {
     match s {
         "up" => Some(OVR_UP),
@@ -215,19 +246,25 @@ pub fn parse_override(s: &str) -> Option<u8> {
 pub struct Detail {
     /// Which checker generation may write this entry (see `checker`).
     pub owner: u64,
-    /// Successes / failures in a row.
+    /// Passed probes in a row (0 after a failure).
     pub ok_run: u32,
+    /// Failed probes in a row (0 after a pass).
     pub fail_run: u32,
     /// Last probe: Some(true) passed, Some(false) failed, None not yet.
     pub last_ok: Option<bool>,
     /// What the last probe saw ("HTTP 200", "connect: Connection refused").
     pub reason: String,
+    /// When the last probe finished.
     pub last_check: Option<SystemTime>,
+    /// How long the last probe took, in seconds.
     pub latency_s: f64,
+    /// When the state last changed (None: never since start-up).
     pub last_change: Option<SystemTime>,
+    /// Why the state last changed ("3 failures in a row: ...").
     pub change_reason: String,
     /// When the current or last probe started, to keep the cadence across reloads.
     pub last_start: Option<Instant>,
+    /// A probe is running now.
     pub in_flight: bool,
 }
 
@@ -236,21 +273,37 @@ pub struct Detail {
 /// counters stay monotonic and the details carry over.
 #[derive(Debug, Default)]
 pub struct EntryStats {
+    /// The run counters and last result; lock with [`EntryStats::detail`].
     pub detail: Mutex<Detail>,
+    /// Probes finished.
     pub checks: AtomicU64,
+    /// Probes that failed.
     pub failures: AtomicU64,
+    /// Changes to up.
     pub to_up: AtomicU64,
+    /// Changes to down.
     pub to_down: AtomicU64,
+    /// Probe durations, failures included.
     pub latency: Histogram,
 }
 
 impl EntryStats {
+    /// Lock the detail, ignoring poisoning (a panicked writer leaves plain data).
     pub fn detail(&self) -> std::sync::MutexGuard<'_, Detail> {
         self.detail.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
-/// Health states, read per query with relaxed atomic loads.
+/// The health of every distinct check target (an entry per [`CheckSpec`],
+/// in `Engine::checks` order; `Member::health` indexes it), read per query
+/// with relaxed atomic loads.
+///
+/// Each entry has a probed state (`UNKNOWN`, `UP`, `DOWN`), written only by
+/// its checker task, and an operator override (`OVR_*`), set from the
+/// operator's override map (see `overrides`); an override other than `OVR_NONE` wins over the probed state.
+/// The table belongs to one engine and is shared (by `Arc`) with the
+/// checkers while that engine serves; a reload builds a new table that
+/// carries states, overrides and counters over (see [`HealthTable::new`]).
 pub struct HealthTable {
     state: Vec<AtomicU8>,
     overrides: Vec<AtomicU8>,
@@ -317,30 +370,37 @@ impl HealthTable {
         self.overrides[i as usize].load(Ordering::Relaxed) == OVR_DRAIN
     }
 
+    /// Entry `i`'s probed state (`UNKNOWN`, `UP` or `DOWN`), ignoring overrides.
     pub fn state(&self, i: u32) -> u8 {
         self.state[i as usize].load(Ordering::Relaxed)
     }
 
+    /// Set entry `i`'s probed state (the checker does, under the entry's detail lock).
     pub fn set_state(&self, i: u32, s: u8) {
         self.state[i as usize].store(s, Ordering::Relaxed);
     }
 
+    /// Entry `i`'s operator override (an `OVR_*` value).
     pub fn override_of(&self, i: u32) -> u8 {
         self.overrides[i as usize].load(Ordering::Relaxed)
     }
 
+    /// Set entry `i`'s operator override.
     pub fn set_override(&self, i: u32, o: u8) {
         self.overrides[i as usize].store(o, Ordering::Relaxed);
     }
 
+    /// Entry `i`'s counters and details.
     pub fn stats(&self, i: u32) -> &Arc<EntryStats> {
         &self.stats[i as usize]
     }
 
+    /// Number of entries (distinct check targets).
     pub fn len(&self) -> usize {
         self.state.len()
     }
 
+    /// No entries: nothing is checked.
     pub fn is_empty(&self) -> bool {
         self.state.is_empty()
     }

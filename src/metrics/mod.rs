@@ -1,21 +1,27 @@
 //! Query counters. UDP workers count into a thread-local `Local` and flush
 //! to the shared atomics every batch or so, so the hot path touches no
-//! shared cache line per query. Rendered in Prometheus text format by `http`.
+//! shared cache line per query. Rendered in Prometheus text format by `admin`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What the answer path reports for metrics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Outcome {
+    /// The response's RCODE (extended RCODEs such as BADVERS included).
     pub rcode: u16,
+    /// The question's QTYPE (0 when the query could not be parsed).
     pub qtype: u16,
+    /// The query carried an EDNS Client Subnet option (RFC 7871).
     pub ecs: bool,
+    /// The ECS scope prefix length answered, when the query had ECS.
     pub scope: Option<u8>,
+    /// The response was sent truncated (TC=1) because it did not fit.
     pub truncated: bool,
     /// Binding and pool used for a dynamic answer.
     pub pool: Option<(u32, u32)>,
 }
 
+/// RCODE counters kept: 0..=22 each, and one slot for anything higher.
 pub const RCODES: usize = 24;
 /// qtypes counted by name; everything else is "other".
 pub const QTYPES: [(u16, &str); 12] = [
@@ -32,6 +38,7 @@ pub const QTYPES: [(u16, &str); 12] = [
     (255, "ANY"),
     (43, "DS"),
 ];
+/// Pools counted in `pool_answers` (indexes into `Engine::pools`); later ones are not counted.
 pub const MAX_POOLS: usize = 1024;
 
 fn qtype_slot(t: u16) -> usize {
@@ -41,22 +48,39 @@ fn qtype_slot(t: u16) -> usize {
         .unwrap_or(QTYPES.len())
 }
 
+/// Process-wide counters, shared by every transport and rendered at
+/// `/metrics`. All are monotonic and updated with relaxed atomics: UDP
+/// workers add in batches (see [`Local`]), TCP per query
+/// ([`Metrics::record_one`]). They live in `ServerState`, not in the engine,
+/// so reloads keep them.
 pub struct Metrics {
+    /// Queries received, answered or not.
     pub queries: AtomicU64,
+    /// Queries given no response at all (too malformed to answer).
     pub dropped: AtomicU64,
+    /// Responses sent truncated (TC=1), including those the kernel refused as too large.
     pub truncated: AtomicU64,
+    /// Answered queries that carried ECS.
     pub ecs: AtomicU64,
+    /// Responses by RCODE (see [`RCODES`]).
     pub rcode: [AtomicU64; RCODES],
+    /// Answered queries by QTYPE: one slot per [`QTYPES`] entry, then "other".
     pub qtype: [AtomicU64; QTYPES.len() + 1],
+    /// ECS responses by returned scope prefix length (0..=128).
     pub scope: [AtomicU64; 129],
+    /// Dynamic answers per pool, indexed like `Engine::pools` ([`MAX_POOLS`] slots).
     pub pool_answers: Vec<AtomicU64>,
+    /// TCP connections closed at once because `tcp_max_connections` were open.
     pub tcp_rejected: AtomicU64,
     /// TCP connections closed by the idle or read timeout.
     pub tcp_timeouts: AtomicU64,
-    /// UDP responses withheld by rate limiting, and those sent truncated (slipped).
+    /// UDP responses withheld by rate limiting.
     pub rrl_dropped: AtomicU64,
+    /// UDP responses over the rate limit sent truncated instead (slipped).
     pub rrl_slipped: AtomicU64,
+    /// Reloads that swapped in a new engine.
     pub reloads_ok: AtomicU64,
+    /// Reloads that failed (the old engine kept serving).
     pub reloads_failed: AtomicU64,
 }
 
@@ -67,6 +91,7 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// All counters at zero.
     pub fn new() -> Metrics {
         Metrics {
             queries: AtomicU64::new(0),
@@ -148,6 +173,7 @@ impl Local {
         self.truncated += 1;
     }
 
+    /// Count one query; `answered` is false when no response was sent.
     #[inline]
     pub fn record(&mut self, o: &Outcome, answered: bool) {
         self.queries += 1;
@@ -173,10 +199,12 @@ impl Local {
         }
     }
 
+    /// Queries counted since the last flush.
     pub fn pending(&self) -> u64 {
         self.queries
     }
 
+    /// Add the counts to the shared `m` and start again from zero.
     pub fn flush(&mut self, m: &Metrics) {
         if self.queries == 0 {
             return;
@@ -229,6 +257,7 @@ pub struct Histogram {
 }
 
 impl Histogram {
+    /// Record one duration.
     pub fn observe(&self, d: std::time::Duration) {
         let s = d.as_secs_f64();
         let i = LATENCY_BUCKETS
@@ -243,6 +272,7 @@ impl Histogram {
         self.count.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Durations recorded so far.
     pub fn count(&self) -> u64 {
         self.count.load(Ordering::Relaxed)
     }

@@ -17,11 +17,21 @@ pub const MAX_MEMBERS: usize = 256;
 /// Most members `some` may return.
 pub const MAX_SOME: usize = 8;
 
+/// How an answer picks from the members of the pool that serves it (the
+/// `mode` of a `[name.NAME]`). Only members that are up are picked; each
+/// mode answers with the pre-rendered records of the members it picks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
+    /// Every member that is up, in a random order (`all`).
     All,
+    /// Every member that is up, led by the one a smooth weighted round robin
+    /// picks next (so each member leads answers in proportion to its weight),
+    /// the others following in config order (`rotate`).
     Rotate,
+    /// One member, picked at random in proportion to weight (`one`).
     One,
+    /// K members (1..=[`MAX_SOME`]), picked in proportion to weight without
+    /// replacement and shuffled (`some`, with `count`; default 2).
     Some(u8),
 }
 
@@ -39,9 +49,13 @@ impl std::fmt::Display for Mode {
 /// Offset of the TTL in [`Member::rr`] (after pointer, type and class).
 pub const RR_TTL_AT: usize = 6;
 
+/// One address of a pool, with its answer record rendered once at build
+/// time, so that answering copies bytes and patches the TTL.
 #[derive(Debug, Clone)]
 pub struct Member {
+    /// The member's address; its family decides A or AAAA.
     pub addr: IpAddr,
+    /// Relative weight for `rotate`, `one` and `some` (1..=65535; default 1).
     pub weight: u32,
     /// Index into the health table.
     pub health: u32,
@@ -52,6 +66,8 @@ pub struct Member {
 }
 
 impl Member {
+    /// A member at `addr` with its record pre-rendered; `health` is its index
+    /// into the health table.
     pub fn new(addr: IpAddr, weight: u32, health: u32) -> Member {
         let mut rr = [0u8; 28];
         let (rtype, len) = match addr {
@@ -84,17 +100,26 @@ impl Member {
     }
 }
 
+/// A `[pool.NAME]`: addresses answered together, split by family (an A
+/// query uses `v4`, AAAA uses `v6`), with what it takes for the pool to
+/// count as up. Geo names list several pools in failover order: the first
+/// one that is up for the queried family serves.
 #[derive(Debug, Clone)]
 pub struct Pool {
+    /// The pool's name, the key of its `[pool.NAME]` table.
     pub name: String,
+    /// IPv4 members, in config order (at most [`MAX_MEMBERS`]).
     pub v4: Vec<Member>,
+    /// IPv6 members, in config order (at most [`MAX_MEMBERS`]).
     pub v6: Vec<Member>,
+    /// (latitude, longitude) in degrees, for `nearest` geo rules (`location`).
     pub location: Option<(f64, f64)>,
     /// Members that must be up for the pool to be up (count, or fraction < 1).
     pub min_up: f64,
 }
 
 impl Pool {
+    /// The members of one family: `v6` if `v6`, else `v4`.
     pub fn family(&self, v6: bool) -> &[Member] {
         if v6 {
             &self.v6

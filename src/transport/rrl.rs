@@ -26,7 +26,9 @@ pub use crate::config::settings::RrlConfig;
 /// What to do with one response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
+    /// Under the limit: send the response.
     Send,
+    /// Over the limit: send nothing.
     Drop,
     /// Send it truncated: see `meridian_wire::truncate`.
     Slip,
@@ -43,6 +45,7 @@ struct Bucket {
 
 /// One worker's rate limiter.
 pub struct Limiter {
+    /// The `[server.rrl]` settings it was built with (the worker rebuilds it when they change).
     pub cfg: RrlConfig,
     /// Tokens added per millisecond, and the bucket size (one second's worth).
     per_ms: f32,
@@ -52,8 +55,9 @@ pub struct Limiter {
     seed: u64,
     limited: u32,
     epoch: Instant,
-    /// Counts not yet added to the shared metrics.
+    /// Responses dropped, not yet added to the shared metrics.
     pub dropped: u64,
+    /// Responses sent truncated (slipped), not yet added to the shared metrics.
     pub slipped: u64,
 }
 

@@ -12,9 +12,17 @@ use crate::metrics::Metrics;
 
 /// What every transport task reads: the engine, counters and shutdown flags.
 pub struct ServerState {
+    /// The engine now serving. Queries load it without a lock; a reload
+    /// stores a new one whole, and the old one is freed when its last reader
+    /// lets go.
     pub engine: ArcSwap<Engine>,
+    /// Process-wide counters, served at `/metrics`.
     pub metrics: Metrics,
+    /// Set on shutdown (see `begin_shutdown`): UDP workers drain their
+    /// sockets and stop, TCP connections finish what was sent and close.
     pub shutdown: AtomicBool,
+    /// TCP connections open now, held under `tcp_max_connections`; past half
+    /// of it, timeouts shrink to `BUSY_TIMEOUT`.
     pub tcp_conns: AtomicUsize,
     /// TCP listener tasks still running (see `tcp_listener`).
     pub tcp_listeners: AtomicUsize,
@@ -23,6 +31,7 @@ pub struct ServerState {
 }
 
 impl ServerState {
+    /// Shared state serving `engine`, with zeroed counters and no shutdown.
     pub fn new(engine: Engine) -> Arc<ServerState> {
         let metrics = Metrics::new();
         Arc::new(ServerState {

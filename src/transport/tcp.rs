@@ -21,6 +21,8 @@ thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
+/// Bind a non-blocking TCP listener with SO_REUSEPORT (so that a new
+/// instance can take over the port), IPv6-only for an IPv6 address.
 pub fn bind_tcp(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     if addr.is_ipv6() {
@@ -230,6 +232,10 @@ async fn tcp_conn(
             // A direct recv: tokio's try_read trusts readiness the reactor
             // may not have seen yet, and would miss a burst already here.
             use std::os::fd::AsRawFd;
+            // SAFETY: the fd belongs to `stream`, which is open and borrowed
+            // for the call; the kernel writes at most `inb.len()` bytes into
+            // `inb`, a live, initialised Vec<u8> that is exclusively ours
+            // (no other reference to it exists during the call).
             let n = unsafe {
                 libc::recv(
                     stream.as_raw_fd(),

@@ -78,7 +78,18 @@ pub fn udp_worker(shared: Arc<ServerState>, sock: std::net::UdpSocket, share: us
     let mut scratch = Scratch::default();
     let mut rx = vec![[0u8; BUF]; BATCH];
     let mut tx = vec![[0u8; BUF]; BATCH];
-    let mut addrs: Vec<libc::sockaddr_storage> = vec![unsafe { std::mem::zeroed() }; BATCH];
+    // The kernel reads and writes these buffers through raw pointers taken
+    // below (iovecs into `rx`/`tx`, msg_name into `addrs`, msg_iov into
+    // `rx_iov`/`tx_iov`). That stays sound because none of these vectors is
+    // resized, moved or dropped after the pointers are taken (their heap
+    // blocks stay put until the function returns), and the kernel uses the
+    // pointers only inside the recvmmsg/sendmmsg calls, while no Rust
+    // reference into the buffers is live; between calls the loop re-borrows
+    // them through the vectors as ordinary Rust memory.
+    let mut addrs: Vec<libc::sockaddr_storage> =
+        // SAFETY: sockaddr_storage is a plain-old-data C struct (integers
+        // and byte arrays); all-zero bytes is a valid value (AF_UNSPEC).
+        vec![unsafe { std::mem::zeroed() }; BATCH];
     let mut rx_iov: Vec<libc::iovec> = rx
         .iter_mut()
         .map(|b| libc::iovec {
@@ -95,6 +106,9 @@ pub fn udp_worker(shared: Arc<ServerState>, sock: std::net::UdpSocket, share: us
         .collect();
     let mut rx_msgs: Vec<libc::mmsghdr> = (0..BATCH)
         .map(|i| {
+            // SAFETY: mmsghdr is a plain-old-data C struct of integers and
+            // raw pointers; all-zero bytes is valid (null pointers, zero
+            // lengths: no control data, no flags).
             let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
             h.msg_hdr.msg_name = &mut addrs[i] as *mut _ as *mut _;
             h.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
@@ -103,8 +117,12 @@ pub fn udp_worker(shared: Arc<ServerState>, sock: std::net::UdpSocket, share: us
             h
         })
         .collect();
-    let mut tx_msgs: Vec<libc::mmsghdr> =
-        (0..BATCH).map(|_| unsafe { std::mem::zeroed() }).collect();
+    let mut tx_msgs: Vec<libc::mmsghdr> = (0..BATCH)
+        // SAFETY: mmsghdr is a plain-old-data C struct of integers and raw
+        // pointers; all-zero bytes is valid (null pointers, zero lengths).
+        // Each entry is filled in before sendmmsg sees it.
+        .map(|_| unsafe { std::mem::zeroed() })
+        .collect();
     // tx_msgs[k] answers rx slot tx_slot[k].
     let mut tx_slot = [0usize; BATCH];
     let mut outcome = Outcome::default();
@@ -124,6 +142,13 @@ pub fn udp_worker(shared: Arc<ServerState>, sock: std::net::UdpSocket, share: us
         } else {
             libc::MSG_WAITFORONE
         };
+        // SAFETY: `fd` is the socket `sock` owns, open for the whole loop.
+        // `rx_msgs` holds BATCH headers, as many as `vlen` says; each points
+        // at its own `addrs[i]` (msg_namelen, reset above, is its size) and
+        // its own `rx_iov[i]`, which covers `rx[i]` (BUF bytes). All those
+        // vectors outlive the call and are not resized or moved after the
+        // pointers were taken, and no Rust reference into them is live
+        // during the call. A null timeout is allowed.
         let n = unsafe {
             libc::recvmmsg(
                 fd,
@@ -179,6 +204,14 @@ pub fn udp_worker(shared: Arc<ServerState>, sock: std::net::UdpSocket, share: us
         let mut sent = 0;
         let mut shrunk = usize::MAX;
         while sent < nout {
+            // SAFETY: `fd` is the socket `sock` owns. `tx_msgs[sent..nout]`
+            // were all filled in for this batch (nout <= BATCH, and the
+            // count passed is that slice's length); each points at an
+            // `addrs[i]` the kernel filled (with its msg_namelen) and at
+            // `tx_iov[i]`, whose iov_len (at most BUF) covers the response
+            // written into `tx[i]`. The vectors are not resized or moved
+            // after the pointers were taken, and no Rust reference into
+            // them is live during the call; the kernel only reads.
             let r = unsafe {
                 libc::sendmmsg(fd, tx_msgs[sent..].as_mut_ptr(), (nout - sent) as u32, 0)
             };
@@ -230,10 +263,18 @@ fn flush_rrl(shared: &ServerState, rrl: &mut Option<Limiter>) {
 fn sockaddr_ip(sa: &libc::sockaddr_storage) -> Option<IpAddr> {
     match sa.ss_family as i32 {
         libc::AF_INET => {
+            // SAFETY: the family is AF_INET, so the storage holds a
+            // sockaddr_in; sockaddr_storage is larger than it and aligned
+            // for any socket address, and every byte is initialised (zeroed
+            // at first, then written by the kernel), with only integer
+            // fields read. The reference borrows `sa` for no longer than it.
             let a = unsafe { &*(sa as *const _ as *const libc::sockaddr_in) };
             Some(IpAddr::from(u32::from_be(a.sin_addr.s_addr).to_be_bytes()))
         }
         libc::AF_INET6 => {
+            // SAFETY: as above: the family is AF_INET6, sockaddr_storage is
+            // large and aligned enough for a sockaddr_in6, and its bytes are
+            // initialised integers and byte arrays.
             let a = unsafe { &*(sa as *const _ as *const libc::sockaddr_in6) };
             Some(IpAddr::from(a.sin6_addr.s6_addr))
         }

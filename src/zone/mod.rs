@@ -57,6 +57,7 @@ impl Prerendered {
 pub struct Node {
     /// Lower-cased wire name.
     pub name: Box<[u8]>,
+    /// The RRsets owned by this name, one per type, in the order first seen.
     pub rrsets: Vec<RRset>,
     /// A delegation point: NS below the apex.
     pub cut: bool,
@@ -87,22 +88,32 @@ impl Node {
         other
     }
 
+    /// This name's RRset of type `rtype`, if it has one.
     pub fn rrset(&self, rtype: u16) -> Option<&RRset> {
         self.rrsets.iter().find(|r| r.rtype == rtype)
     }
 }
 
+/// One served zone, loaded from its master file: a table of nodes (every
+/// owner name, plus the empty non-terminals between them and the apex)
+/// indexed by lower-cased wire name. Immutable once the engine is built.
 #[derive(Debug, Clone)]
 pub struct Zone {
     /// Lower-cased wire name of the apex.
     pub origin: Box<[u8]>,
+    /// Labels in `origin`, the root label not counted.
     pub origin_labels: usize,
+    /// The apex in presentation form, lower-cased, with the trailing dot.
     pub origin_text: String,
+    /// Every node of the zone; `index` and `apex` point into it.
     pub nodes: Vec<Node>,
+    /// Lower-cased wire name to index in `nodes`.
     pub index: NameMap<u32>,
     /// TTL for negative answers: min(SOA TTL, SOA MINIMUM) (RFC 2308 §5).
     pub negative_ttl: u32,
+    /// Index in `nodes` of the apex node (which holds the SOA and NS).
     pub apex: u32,
+    /// Distinct records loaded (duplicates in the file counted once).
     pub record_count: usize,
 }
 
@@ -165,6 +176,9 @@ impl Zone {
         Zone::build(origin, file, records)
     }
 
+    /// Validate `records` (read from `file`, for error messages) into a zone
+    /// at `origin`: every owner inside the zone, one SOA at the apex, NS at the
+    /// apex, no CNAME beside other data.
     pub fn build(
         origin: &Name,
         file: &Path,
@@ -308,10 +322,12 @@ impl Zone {
         id
     }
 
+    /// The node for `name` (lower-cased wire), if the zone has one.
     pub fn get(&self, name: &[u8]) -> Option<&Node> {
         self.index.get(name).map(|&i| &self.nodes[i as usize])
     }
 
+    /// The apex node.
     pub fn apex_node(&self) -> &Node {
         &self.nodes[self.apex as usize]
     }

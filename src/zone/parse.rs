@@ -42,13 +42,17 @@ pub enum SourceRdata {
     Raw(Vec<u8>),
 }
 
+/// One record as read from a master file, before it joins a zone.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SourceRecord {
     /// Absolute (fqdn), case as written.
     pub owner: Name,
     /// Numeric type (TYPE65280 -> 65280).
     pub rtype: u16,
+    /// TTL in seconds: as written, else `$TTL`, else the previous record's
+    /// (an SOA without any of these takes its MINIMUM).
     pub ttl: u32,
+    /// The RDATA as parsed.
     pub rdata: SourceRdata,
     /// The file the record came from (the `$INCLUDE`d file for included records).
     pub file: PathBuf,

@@ -210,7 +210,7 @@ pub fn ecs_fields(addr: IpAddr, source: u8) -> (u16, Vec<u8>) {
     let source = (source as usize).min(bytes.len() * 8);
     let n = source.div_ceil(8);
     let mut b = bytes[..n].to_vec();
-    if source % 8 != 0 {
+    if !source.is_multiple_of(8) {
         b[n - 1] &= 0xFFu8 << (8 - source % 8);
     }
     (family, b)

@@ -39,10 +39,12 @@ impl Scope {
     /// Scope 0: the answer does not depend on the client's address.
     pub const GLOBAL: Scope = Scope(0);
 
+    /// A scope of `len` bits.
     pub fn new(len: u8) -> Scope {
         Scope(len)
     }
 
+    /// The SCOPE PREFIX-LENGTH.
     pub fn prefix_len(self) -> u8 {
         self.0
     }
@@ -113,10 +115,12 @@ impl ClientSubnet {
         })
     }
 
+    /// FAMILY: 1 for IPv4, 2 for IPv6.
     pub fn family(&self) -> u16 {
         self.family
     }
 
+    /// SOURCE PREFIX-LENGTH.
     pub fn source(&self) -> u8 {
         self.source
     }

@@ -16,6 +16,11 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctest;
+
 pub mod build;
 pub mod ecs;
 pub mod edns;

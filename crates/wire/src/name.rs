@@ -10,9 +10,13 @@ use crate::{MAX_LABELS, MAX_NAME};
 /// A domain name in wire form, lower-cased, with the offset of each label.
 #[derive(Clone)]
 pub struct WireName {
+    /// The name, lower-cased, in `bytes[..len]`.
     pub bytes: [u8; MAX_NAME],
+    /// Octets used in `bytes`, the root label included.
     pub len: usize,
+    /// Offset of each label in `bytes`, first label first.
     pub labels: [u8; MAX_LABELS],
+    /// Labels in the name, not counting the root.
     pub nlabels: usize,
 }
 
@@ -62,6 +66,7 @@ impl WireName {
         }
     }
 
+    /// The name in wire form.
     pub fn as_bytes(&self) -> &[u8] {
         &self.bytes[..self.len]
     }

@@ -9,27 +9,39 @@ use crate::{OPT_ECS, TYPE_OPT};
 /// EDNS data from the query's OPT record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Edns {
+    /// The requestor's UDP payload size (the OPT CLASS field).
     pub udp_size: u16,
+    /// The EDNS version (0 is the only one).
     pub version: u8,
+    /// The DO bit (RFC 3225).
     pub dnssec_ok: bool,
+    /// A valid ECS option, if the query had one.
     pub ecs: Option<ClientSubnet>,
 }
 
-/// A parsed query (`Default` is an empty one to parse into). `question` is the range of the question as received, so
-/// it can be echoed byte for byte (case preserved).
+/// A parsed query (`Default` is an empty one to parse into). The question
+/// is `12..question_end` of the packet, so it can be echoed byte for byte
+/// (case preserved).
 #[derive(Clone, Default)]
 pub struct Query {
+    /// The message ID.
     pub id: u16,
     /// Raw flag word: we copy RD and the opcode from it.
     pub flags: u16,
+    /// QNAME, lower-cased.
     pub qname: WireName,
+    /// QTYPE.
     pub qtype: u16,
+    /// QCLASS.
     pub qclass: u16,
+    /// Offset just past the question in the packet.
     pub question_end: usize,
+    /// The OPT record, if any.
     pub edns: Option<Edns>,
 }
 
 impl Query {
+    /// The OPCODE field (0 = QUERY).
     pub fn opcode(&self) -> u8 {
         ((self.flags >> 11) & 0xF) as u8
     }
@@ -43,14 +55,24 @@ pub enum Reject {
     /// FORMERR. `question_end` is set when the question parsed, `edns`
     /// when an OPT parsed, so the error can echo them.
     FormErr {
+        /// Offset past the question, if it parsed.
         question_end: Option<usize>,
+        /// The OPT to echo (its ECS only if every ECS option was valid).
         edns: Option<Edns>,
     },
     /// EDNS version we do not speak (RFC 6891 §6.1.3).
-    BadVers { question_end: usize, edns: Edns },
+    BadVers {
+        /// Offset past the question.
+        question_end: usize,
+        /// The OPT, echoed without ECS.
+        edns: Edns,
+    },
     /// An opcode we do not implement, in a message whose QDCOUNT is not 1
     /// (with QDCOUNT 1 the question parses and the caller says NOTIMP).
-    NotImp { edns: Option<Edns> },
+    NotImp {
+        /// The OPT to echo, if one parsed.
+        edns: Option<Edns>,
+    },
 }
 
 /// Parse a query packet. Returns the query, or what to do instead.

@@ -9,25 +9,35 @@ const MAX_TARGETS: usize = 48;
 
 /// A response under construction. Offsets are from the start of the message.
 pub struct Writer<'b> {
+    /// The buffer the message is written into.
     pub buf: &'b mut [u8],
+    /// Octets written so far.
     pub len: usize,
     /// Set when a write did not fit; the caller then truncates.
     pub overflow: bool,
     targets: [u16; MAX_TARGETS],
     ntargets: usize,
+    /// Records written to the answer section.
     pub an: u16,
+    /// Records written to the authority section.
     pub ns: u16,
+    /// Records written to the additional section.
     pub ar: u16,
 }
 
+/// A section of a response, to count records in.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Section {
+    /// The answer section.
     Answer,
+    /// The authority section.
     Authority,
+    /// The additional section.
     Additional,
 }
 
 impl<'b> Writer<'b> {
+    /// An empty writer over `buf` (the header is written last, by the caller).
     pub fn new(buf: &'b mut [u8]) -> Writer<'b> {
         Writer {
             buf,
@@ -41,6 +51,7 @@ impl<'b> Writer<'b> {
         }
     }
 
+    /// Append octets; on overflow set `overflow` and write nothing.
     #[inline]
     pub fn put(&mut self, b: &[u8]) {
         let end = self.len + b.len();
@@ -52,11 +63,13 @@ impl<'b> Writer<'b> {
         self.len = end;
     }
 
+    /// Append a 16-bit value, network order.
     #[inline]
     pub fn put_u16(&mut self, v: u16) {
         self.put(&v.to_be_bytes());
     }
 
+    /// Append a 32-bit value, network order.
     #[inline]
     pub fn put_u32(&mut self, v: u32) {
         self.put(&v.to_be_bytes());

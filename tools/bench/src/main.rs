@@ -27,7 +27,7 @@ struct Cli {
 
 #[derive(Args)]
 struct RunArgs {
-    /// Server address (127.0.0.1:PORT or [::1]:PORT).
+    /// Server address (127.0.0.1:PORT or `[::1]:PORT`).
     #[arg(long, required = true)]
     server: Option<SocketAddr>,
     /// Query file: lines `NAME TYPE [ECS-SUBNET]`.
