@@ -77,9 +77,12 @@ fn labels(s: &str) -> Option<(Vec<(String, String)>, &str)> {
     }
 }
 
+/// One sample: name, labels (unescaped), value.
+type Sample = (String, Vec<(String, String)>, String);
+
 /// Check every line of `text` against the text format 0.0.4 grammar, and
 /// that each sample belongs to the family of the TYPE line before it.
-fn check_exposition(text: &str) -> Vec<(String, Vec<(String, String)>, String)> {
+fn check_exposition(text: &str) -> Vec<Sample> {
     let mut samples = Vec::new();
     let mut family: Option<(String, String)> = None;
     assert!(text.ends_with('\n'), "no final newline");

@@ -125,7 +125,6 @@ impl Collector for Counters {
                 counter(&mut f, &[("rcode", rcode_name(i))], v)?;
             }
         }
-        drop(f);
 
         let mut f = family(
             &mut enc,
@@ -140,7 +139,6 @@ impl Collector for Counters {
                 counter(&mut f, &[("qtype", name)], v)?;
             }
         }
-        drop(f);
 
         let mut f = family(
             &mut enc,
@@ -154,7 +152,6 @@ impl Collector for Counters {
                 counter(&mut f, &[("scope", i.to_string())], v)?;
             }
         }
-        drop(f);
 
         let mut f = family(
             &mut enc,
@@ -165,7 +162,6 @@ impl Collector for Counters {
         for (p, v) in e.pools.iter().zip(m.pool_answers.iter()) {
             counter(&mut f, &[("pool", p.name.as_str())], load(v))?;
         }
-        drop(f);
 
         let mut f = family(
             &mut enc,
@@ -175,7 +171,6 @@ impl Collector for Counters {
         )?;
         counter(&mut f, &[("result", "ok")], load(&m.reloads_ok))?;
         counter(&mut f, &[("result", "failed")], load(&m.reloads_failed))?;
-        drop(f);
 
         single(
             &mut enc,
@@ -198,7 +193,6 @@ impl Collector for Counters {
         )?;
         counter(&mut f, &[("action", "dropped")], load(&m.rrl_dropped))?;
         counter(&mut f, &[("action", "slipped")], load(&m.rrl_slipped))?;
-        drop(f);
 
         health(&mut enc, &e)
     }
@@ -248,7 +242,6 @@ fn health(enc: &mut DescriptorEncoder<'_>, e: &Engine) -> fmt::Result {
         let labels = [("pool", pool.to_string()), ("address", m.addr.to_string())];
         gauge(&mut f, &labels, t.is_up(m.health))?;
     }
-    drop(f);
 
     let mut f = family(
         enc,
@@ -267,7 +260,6 @@ fn health(enc: &mut DescriptorEncoder<'_>, e: &Engine) -> fmt::Result {
             gauge(&mut f, &labels, st == name)?;
         }
     }
-    drop(f);
 
     let mut f = family(
         enc,
@@ -286,7 +278,6 @@ fn health(enc: &mut DescriptorEncoder<'_>, e: &Engine) -> fmt::Result {
             gauge(&mut f, &labels, true)?;
         }
     }
-    drop(f);
 
     let mut f = family(
         enc,
@@ -304,7 +295,6 @@ fn health(enc: &mut DescriptorEncoder<'_>, e: &Engine) -> fmt::Result {
             gauge(&mut f, &labels, up)?;
         }
     }
-    drop(f);
 
     // Entries that have a check, one series set per (address, port, check).
     let checked: Vec<(u32, &CheckSpec)> = e
@@ -324,7 +314,6 @@ fn health(enc: &mut DescriptorEncoder<'_>, e: &Engine) -> fmt::Result {
     for (i, sp) in &checked {
         counter(&mut f, &entry_labels(sp), load(&t.stats(*i).checks))?;
     }
-    drop(f);
 
     let mut f = family(
         enc,
@@ -335,7 +324,6 @@ fn health(enc: &mut DescriptorEncoder<'_>, e: &Engine) -> fmt::Result {
     for (i, sp) in &checked {
         counter(&mut f, &entry_labels(sp), load(&t.stats(*i).failures))?;
     }
-    drop(f);
 
     let mut f = family(
         enc,
@@ -350,7 +338,6 @@ fn health(enc: &mut DescriptorEncoder<'_>, e: &Engine) -> fmt::Result {
             counter(&mut f, &labels, load(v))?;
         }
     }
-    drop(f);
 
     let mut f = family(
         enc,
