@@ -30,8 +30,8 @@ pub const MAX_CONNECTIONS: usize = 64;
 /// Time a client has to send a request's headers, the first one or the next
 /// on a kept-alive connection; an idle connection is closed after it.
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
-/// The longest a connection lives, so a client dripping a body cannot hold
-/// a slot for ever.
+/// The longest a connection lives (then it closes after the request in
+/// flight), so a client dripping a body cannot hold a slot for ever.
 const MAX_CONNECTION_AGE: Duration = Duration::from_secs(300);
 /// Pause after a failed accept (EMFILE and the like), instead of spinning.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
@@ -77,7 +77,15 @@ pub async fn serve(shared: Arc<Admin>, listener: tokio::net::TcpListener) {
         });
         let conn = http.serve_connection(TokioIo::new(stream), service);
         tokio::spawn(async move {
-            let _ = tokio::time::timeout(MAX_CONNECTION_AGE, conn).await;
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = tokio::time::sleep(MAX_CONNECTION_AGE) => {
+                    // Finish the request in flight, if any, then close.
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(READ_TIMEOUT, conn).await;
+                }
+            }
             drop(slot);
         });
     }
