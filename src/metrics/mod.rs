@@ -1,6 +1,7 @@
 //! Query counters. UDP workers count into a thread-local `Local` and flush
 //! to the shared atomics every batch or so, so the hot path touches no
-//! shared cache line per query. Rendered in Prometheus text format by `admin`.
+//! shared cache line per query. Rendered in Prometheus text format by
+//! `admin::prometheus`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -277,23 +278,17 @@ impl Histogram {
         self.count.load(Ordering::Relaxed)
     }
 
-    /// Append the `_bucket`, `_sum` and `_count` lines of `name` with `labels`
-    /// (already formatted, e.g. `pool="a",address="b"`).
-    pub fn render(&self, out: &mut String, name: &str, labels: &str) {
-        use std::fmt::Write as _;
-        let sep = if labels.is_empty() { "" } else { "," };
-        let mut acc = 0;
-        for (i, b) in self.buckets.iter().enumerate() {
-            acc += b.load(Ordering::Relaxed);
-            let le = match LATENCY_BUCKETS.get(i) {
-                Some(v) => v.to_string(),
-                None => "+Inf".to_string(),
-            };
-            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {acc}");
-        }
-        let sum = self.sum_us.load(Ordering::Relaxed) as f64 / 1e6;
-        let _ = writeln!(out, "{name}_sum{{{labels}}} {sum}");
-        // The +Inf bucket and the count agree even while probes record.
-        let _ = writeln!(out, "{name}_count{{{labels}}} {acc}");
+    /// Each bucket's upper bound (the last is +Inf) with its own count (not
+    /// cumulative), for the exposition in `admin::prometheus`.
+    pub fn buckets(&self) -> [(f64, u64); LATENCY_BUCKETS.len() + 1] {
+        std::array::from_fn(|i| {
+            let le = LATENCY_BUCKETS.get(i).copied().unwrap_or(f64::INFINITY);
+            (le, self.buckets[i].load(Ordering::Relaxed))
+        })
+    }
+
+    /// The sum of all observations, in seconds.
+    pub fn sum_seconds(&self) -> f64 {
+        self.sum_us.load(Ordering::Relaxed) as f64 / 1e6
     }
 }

@@ -1,0 +1,370 @@
+//! `GET /metrics`: every metric family in the Prometheus text format 0.0.4,
+//! written and escaped by `prometheus-client`. The server keeps its counts
+//! in atomics (`metrics::Metrics`, the health table's `EntryStats`); a
+//! [`Collector`] reads them at scrape time, so the query path is untouched.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, MetricEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+
+use crate::engine::Engine;
+use crate::health::{override_name, state_name, CheckSpec, OVR_NONE};
+use crate::metrics::QTYPES;
+use crate::pool::Member;
+use crate::transport::ServerState;
+
+/// The `Content-Type` of the exposition.
+pub(crate) const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+
+/// The metrics registry of one HTTP API: built once, encoded per scrape.
+pub(crate) struct Exposition {
+    registry: Registry,
+}
+
+impl Exposition {
+    /// A registry whose one collector reads `server`'s counters and the
+    /// serving engine's health table.
+    pub(crate) fn new(server: Arc<ServerState>) -> Exposition {
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Counters { server }));
+        Exposition { registry }
+    }
+
+    /// The whole `/metrics` page.
+    pub(crate) fn render(&self) -> String {
+        let mut s = String::new();
+        // Writing to a String cannot fail, nor can the collector.
+        let _ = prometheus_client::encoding::prometheus_text::encode(&mut s, &self.registry);
+        s
+    }
+}
+
+/// Reads the atomics at scrape time.
+struct Counters {
+    server: Arc<ServerState>,
+}
+
+impl fmt::Debug for Counters {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Counters")
+    }
+}
+
+fn load(v: &AtomicU64) -> u64 {
+    v.load(Ordering::Relaxed)
+}
+
+/// A family's descriptor. Counter names are given without `_total`: the
+/// encoder appends it (to the HELP and TYPE lines too).
+fn family<'s>(
+    enc: &'s mut DescriptorEncoder<'_>,
+    name: &'s str,
+    help: &str,
+    kind: MetricType,
+) -> Result<MetricEncoder<'s>, fmt::Error> {
+    enc.encode_descriptor(name, help, None, kind)
+}
+
+fn counter(m: &mut MetricEncoder<'_>, labels: &impl EncodeLabelSet, v: u64) -> fmt::Result {
+    m.encode_family(labels)?
+        .encode_counter::<NoLabelSet, _, u64>(&v, None)
+}
+
+fn gauge(m: &mut MetricEncoder<'_>, labels: &impl EncodeLabelSet, v: bool) -> fmt::Result {
+    m.encode_family(labels)?.encode_gauge(&i64::from(v))
+}
+
+/// An unlabelled counter family.
+fn single(enc: &mut DescriptorEncoder<'_>, name: &str, help: &str, v: u64) -> fmt::Result {
+    family(enc, name, help, MetricType::Counter)?.encode_counter::<NoLabelSet, _, u64>(&v, None)
+}
+
+impl Collector for Counters {
+    fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+        let m = &self.server.metrics;
+        let e = self.server.engine.load();
+        single(
+            &mut enc,
+            "meridian_queries",
+            "DNS queries received.",
+            load(&m.queries),
+        )?;
+        single(
+            &mut enc,
+            "meridian_dropped",
+            "DNS queries left without a response.",
+            load(&m.dropped),
+        )?;
+        single(
+            &mut enc,
+            "meridian_truncated",
+            "Responses sent truncated (TC set).",
+            load(&m.truncated),
+        )?;
+        single(
+            &mut enc,
+            "meridian_ecs_queries",
+            "Queries with an EDNS Client Subnet option.",
+            load(&m.ecs),
+        )?;
+
+        let mut f = family(
+            &mut enc,
+            "meridian_responses",
+            "Responses by rcode.",
+            MetricType::Counter,
+        )?;
+        for (i, v) in m.rcode.iter().enumerate() {
+            let v = load(v);
+            if v > 0 {
+                counter(&mut f, &[("rcode", rcode_name(i))], v)?;
+            }
+        }
+
+        let mut f = family(
+            &mut enc,
+            "meridian_queries_by_type",
+            "Answered queries by query type.",
+            MetricType::Counter,
+        )?;
+        for (i, v) in m.qtype.iter().enumerate() {
+            let v = load(v);
+            if v > 0 {
+                let name = QTYPES.get(i).map(|x| x.1).unwrap_or("other");
+                counter(&mut f, &[("qtype", name)], v)?;
+            }
+        }
+
+        let mut f = family(
+            &mut enc,
+            "meridian_ecs_scope",
+            "ECS responses by returned scope prefix length.",
+            MetricType::Counter,
+        )?;
+        for (i, v) in m.scope.iter().enumerate() {
+            let v = load(v);
+            if v > 0 {
+                counter(&mut f, &[("scope", i.to_string())], v)?;
+            }
+        }
+
+        let mut f = family(
+            &mut enc,
+            "meridian_pool_answers",
+            "Dynamic answers by pool.",
+            MetricType::Counter,
+        )?;
+        for (p, v) in e.pools.iter().zip(m.pool_answers.iter()) {
+            counter(&mut f, &[("pool", p.name.as_str())], load(v))?;
+        }
+
+        let mut f = family(
+            &mut enc,
+            "meridian_reloads",
+            "Config reloads by result.",
+            MetricType::Counter,
+        )?;
+        counter(&mut f, &[("result", "ok")], load(&m.reloads_ok))?;
+        counter(&mut f, &[("result", "failed")], load(&m.reloads_failed))?;
+
+        single(
+            &mut enc,
+            "meridian_tcp_rejected",
+            "TCP connections closed at once because every slot was taken.",
+            load(&m.tcp_rejected),
+        )?;
+        single(
+            &mut enc,
+            "meridian_tcp_timeouts",
+            "TCP connections closed by the idle or read timeout.",
+            load(&m.tcp_timeouts),
+        )?;
+
+        let mut f = family(
+            &mut enc,
+            "meridian_rrl_responses",
+            "UDP responses over the rate limit: dropped, or sent truncated (slipped).",
+            MetricType::Counter,
+        )?;
+        counter(&mut f, &[("action", "dropped")], load(&m.rrl_dropped))?;
+        counter(&mut f, &[("action", "slipped")], load(&m.rrl_slipped))?;
+
+        health(&mut enc, &e)
+    }
+}
+
+/// Every pool member with its pool, in config order (IPv4 before IPv6).
+fn members(e: &Engine) -> impl Iterator<Item = (&str, &Member)> {
+    e.pools.iter().flat_map(|p| {
+        p.v4.iter()
+            .chain(p.v6.iter())
+            .map(move |m| (p.name.as_str(), m))
+    })
+}
+
+fn family_name(v6: bool) -> &'static str {
+    if v6 {
+        "ipv6"
+    } else {
+        "ipv4"
+    }
+}
+
+/// The labels of one health entry: (address, port, check).
+fn entry_labels(spec: &CheckSpec) -> [(&'static str, String); 3] {
+    [
+        ("address", spec.addr.to_string()),
+        (
+            "port",
+            spec.effective_port()
+                .map(|p| p.to_string())
+                .unwrap_or_default(),
+        ),
+        ("check", spec.check_name().to_string()),
+    ]
+}
+
+/// The health families: members, pools and the checks' counters.
+fn health(enc: &mut DescriptorEncoder<'_>, e: &Engine) -> fmt::Result {
+    let t = &e.health;
+    let mut f = family(
+        enc,
+        "meridian_member_up",
+        "Whether a pool member is used in answers (health check and override), 1 or 0.",
+        MetricType::Gauge,
+    )?;
+    for (pool, m) in members(e) {
+        let labels = [("pool", pool.to_string()), ("address", m.addr.to_string())];
+        gauge(&mut f, &labels, t.is_up(m.health))?;
+    }
+
+    let mut f = family(
+        enc,
+        "meridian_member_health_state",
+        "A member's check state (unknown, up or down), one series set to 1.",
+        MetricType::Gauge,
+    )?;
+    for (pool, m) in members(e) {
+        let st = state_name(t.state(m.health));
+        for name in ["unknown", "up", "down"] {
+            let labels = [
+                ("pool", pool.to_string()),
+                ("address", m.addr.to_string()),
+                ("state", name.to_string()),
+            ];
+            gauge(&mut f, &labels, st == name)?;
+        }
+    }
+
+    let mut f = family(
+        enc,
+        "meridian_member_override",
+        "An operator override in force on a member (up, down or drain).",
+        MetricType::Gauge,
+    )?;
+    for (pool, m) in members(e) {
+        let o = t.override_of(m.health);
+        if o != OVR_NONE {
+            let labels = [
+                ("pool", pool.to_string()),
+                ("address", m.addr.to_string()),
+                ("state", override_name(o).to_string()),
+            ];
+            gauge(&mut f, &labels, true)?;
+        }
+    }
+
+    let mut f = family(
+        enc,
+        "meridian_pool_up",
+        "Whether a pool (per address family) has at least min_up members up.",
+        MetricType::Gauge,
+    )?;
+    for p in &e.pools {
+        for v6 in [false, true] {
+            if p.family(v6).is_empty() {
+                continue;
+            }
+            let (up, _) = p.is_up(v6, &|m: &Member| t.is_up(m.health));
+            let labels = [("pool", p.name.as_str()), ("family", family_name(v6))];
+            gauge(&mut f, &labels, up)?;
+        }
+    }
+
+    // Entries that have a check, one series set per (address, port, check).
+    let checked: Vec<(u32, &CheckSpec)> = e
+        .checks
+        .iter()
+        .enumerate()
+        .filter(|(_, sp)| sp.check.is_some())
+        .map(|(i, sp)| (i as u32, sp))
+        .collect();
+
+    let mut f = family(
+        enc,
+        "meridian_health_checks",
+        "Health probes run, per (address, port, check).",
+        MetricType::Counter,
+    )?;
+    for (i, sp) in &checked {
+        counter(&mut f, &entry_labels(sp), load(&t.stats(*i).checks))?;
+    }
+
+    let mut f = family(
+        enc,
+        "meridian_health_check_failures",
+        "Health probes that failed.",
+        MetricType::Counter,
+    )?;
+    for (i, sp) in &checked {
+        counter(&mut f, &entry_labels(sp), load(&t.stats(*i).failures))?;
+    }
+
+    let mut f = family(
+        enc,
+        "meridian_health_transitions",
+        "Health state changes, by the state entered.",
+        MetricType::Counter,
+    )?;
+    for (i, sp) in &checked {
+        let st = t.stats(*i);
+        for (to, v) in [("up", &st.to_up), ("down", &st.to_down)] {
+            let labels = (entry_labels(sp), [("to", to)]);
+            counter(&mut f, &labels, load(v))?;
+        }
+    }
+
+    let mut f = family(
+        enc,
+        "meridian_health_check_duration_seconds",
+        "Health probe latency (failures included).",
+        MetricType::Histogram,
+    )?;
+    for (i, sp) in &checked {
+        let h = &t.stats(*i).latency;
+        let buckets = h.buckets();
+        // The +Inf bucket and the count agree even while probes record.
+        let count = buckets.iter().map(|b| b.1).sum();
+        f.encode_family(&entry_labels(sp))?
+            .encode_histogram::<NoLabelSet>(h.sum_seconds(), count, &buckets, None)?;
+    }
+    Ok(())
+}
+
+fn rcode_name(i: usize) -> String {
+    match i {
+        0 => "NOERROR".into(),
+        1 => "FORMERR".into(),
+        2 => "SERVFAIL".into(),
+        3 => "NXDOMAIN".into(),
+        4 => "NOTIMP".into(),
+        5 => "REFUSED".into(),
+        16 => "BADVERS".into(),
+        n => n.to_string(),
+    }
+}

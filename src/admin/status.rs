@@ -1,0 +1,201 @@
+//! `GET /status`: every member's health, each pool's state and the operator
+//! overrides, as one JSON document (serde structs, field order as written).
+
+use std::net::IpAddr;
+use std::sync::atomic::Ordering;
+use std::time::SystemTime;
+
+use serde::{Serialize, Serializer};
+
+use crate::engine::Engine;
+use crate::health::{override_for, override_name, state_name, CheckKind, CheckSpec, OverrideMap};
+use crate::pool::Member;
+
+#[derive(Serialize)]
+struct Status<'a> {
+    generation: u64,
+    members: Vec<MemberStatus<'a>>,
+    pools: Vec<PoolStatus<'a>>,
+    overrides: Vec<OverrideStatus>,
+}
+
+/// One pool member (a member in two pools appears twice).
+#[derive(Serialize)]
+struct MemberStatus<'a> {
+    pool: &'a str,
+    address: IpAddr,
+    port: Option<u16>,
+    check: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    up: bool,
+    state: &'static str,
+    #[serde(rename = "override")]
+    override_state: &'static str,
+    /// "ok", "fail", or null before the first probe.
+    last_result: Option<&'static str>,
+    reason: Option<String>,
+    last_check: Option<String>,
+    latency_ms: Option<f64>,
+    consecutive_ok: u32,
+    consecutive_fail: u32,
+    last_change: Option<String>,
+    change_reason: Option<String>,
+    checks: u64,
+    failures: u64,
+}
+
+/// One pool in one address family.
+#[derive(Serialize)]
+struct PoolStatus<'a> {
+    pool: &'a str,
+    family: &'static str,
+    members: usize,
+    up_members: usize,
+    #[serde(serialize_with = "plain_number")]
+    min_up: f64,
+    up: bool,
+}
+
+/// One override in force and how many entries it decides.
+#[derive(Serialize)]
+struct OverrideStatus {
+    address: IpAddr,
+    port: Option<u16>,
+    state: &'static str,
+    entries: usize,
+}
+
+/// `2` rather than `2.0` for a whole number (as `min_up` is written in the
+/// config), a fraction as it is; null if not finite.
+fn plain_number<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    if v.fract() == 0.0 && v.abs() < 9.0e15 {
+        s.serialize_i64(*v as i64)
+    } else if v.is_finite() {
+        s.serialize_f64(*v)
+    } else {
+        s.serialize_none()
+    }
+}
+
+/// RFC 3339 UTC time with milliseconds, e.g. `2026-05-01T12:00:00.123Z`.
+pub(crate) fn rfc3339(t: SystemTime) -> String {
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
+fn kind_name(spec: &CheckSpec) -> &'static str {
+    match spec.check.as_ref().map(|c| &c.kind) {
+        Some(CheckKind::Tcp) => "tcp",
+        Some(CheckKind::Http) => "http",
+        Some(CheckKind::Https) => "https",
+        _ => "none",
+    }
+}
+
+/// The `/status` document.
+pub(crate) fn status_json(e: &Engine, ovr: &OverrideMap) -> String {
+    // The caller took the overrides before any entry lock (lock order:
+    // runner, entry).
+    let t = &e.health;
+    let mut members = Vec::new();
+    for p in &e.pools {
+        for m in p.v4.iter().chain(p.v6.iter()) {
+            let i = m.health;
+            let spec = &e.checks[i as usize];
+            let stats = t.stats(i);
+            let d = stats.detail().clone();
+            let probed = d.last_ok.is_some();
+            members.push(MemberStatus {
+                pool: &p.name,
+                address: m.addr,
+                port: spec.effective_port(),
+                check: spec.check_name(),
+                kind: kind_name(spec),
+                up: t.is_up(i),
+                state: state_name(t.state(i)),
+                override_state: override_name(t.override_of(i)),
+                last_result: d.last_ok.map(|ok| if ok { "ok" } else { "fail" }),
+                reason: probed.then(|| d.reason.clone()),
+                last_check: d.last_check.map(rfc3339),
+                // Microsecond precision, as milliseconds with 3 decimals.
+                latency_ms: probed.then(|| (d.latency_s * 1e6).round() / 1e3),
+                consecutive_ok: d.ok_run,
+                consecutive_fail: d.fail_run,
+                last_change: d.last_change.map(rfc3339),
+                change_reason: d.last_change.map(|_| d.change_reason.clone()),
+                checks: stats.checks.load(Ordering::Relaxed),
+                failures: stats.failures.load(Ordering::Relaxed),
+            });
+        }
+    }
+    let mut pools = Vec::new();
+    for p in &e.pools {
+        for v6 in [false, true] {
+            let fam = p.family(v6);
+            if fam.is_empty() {
+                continue;
+            }
+            let (up, n) = p.is_up(v6, &|m: &Member| t.is_up(m.health));
+            pools.push(PoolStatus {
+                pool: &p.name,
+                family: if v6 { "ipv6" } else { "ipv4" },
+                members: fam.len(),
+                up_members: n,
+                min_up: p.min_up,
+                up,
+            });
+        }
+    }
+    let overrides = ovr
+        .iter()
+        .map(|(&(address, port), &state)| OverrideStatus {
+            address,
+            port,
+            state: override_name(state),
+            entries: e
+                .checks
+                .iter()
+                .filter(|sp| sp.addr == address && override_for(ovr, sp) == state)
+                .count(),
+        })
+        .collect();
+    let doc = Status {
+        generation: e.generation,
+        members,
+        pools,
+        overrides,
+    };
+    let mut s = serde_json::to_string_pretty(&doc).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn rfc3339_millis() {
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            rfc3339(UNIX_EPOCH + Duration::from_millis(1_709_251_199_250)),
+            "2024-02-29T23:59:59.250Z"
+        );
+    }
+
+    #[test]
+    fn min_up_is_written_as_in_the_config() {
+        let j = |v: f64| {
+            #[derive(Serialize)]
+            struct T {
+                #[serde(serialize_with = "plain_number")]
+                v: f64,
+            }
+            serde_json::to_string(&T { v }).unwrap()
+        };
+        assert_eq!(j(2.0), r#"{"v":2}"#);
+        assert_eq!(j(0.5), r#"{"v":0.5}"#);
+        assert_eq!(j(f64::NAN), r#"{"v":null}"#);
+    }
+}
