@@ -78,7 +78,11 @@ fn referral_with_edns_and_over_tcp() {
     let r = s.dig(&Q::new("www.child.parent.test.", RecordType::A).edns(1232));
     assert_child_referral(&r);
     assert!(r.opt().is_some());
-    assert_eq!(r.hdr().ar, 4, "three glue records and the OPT");
+    assert_eq!(
+        r.hdr().counts.additionals,
+        4,
+        "three glue records and the OPT"
+    );
     assert_child_referral(&s.dig_tcp(&Q::new("www.child.parent.test.", RecordType::A)));
 }
 
@@ -96,7 +100,7 @@ fn out_of_bailiwick_ns_has_no_glue() {
         ]
     );
     assert!(r.additional().is_empty(), "{:?}", r.additional());
-    assert_eq!(r.hdr().ar, 0);
+    assert_eq!(r.hdr().counts.additionals, 0);
 }
 
 #[test]

@@ -85,6 +85,16 @@ fn source_pool(server: SocketAddr) -> &'static str {
     }
 }
 
+/// NAME/`qtype` with an OPT carrying `opts` (None: no OPT at all).
+fn query(qtype: u16, opts: Option<&[u8]>) -> Vec<u8> {
+    let b = QueryBuilder::new(NAME, qtype).id(1);
+    match opts {
+        Some(o) => b.option(o),
+        None => b,
+    }
+    .build()
+}
+
 #[test]
 fn raw_packets_over_both_transports() {
     let s = start_dual(&rules_config());
@@ -102,19 +112,19 @@ fn raw_packets_over_both_transports() {
             // No ECS (with and without EDNS): the source address decides,
             // and no ECS comes back.
             for opts in [None, Some(&[][..])] {
-                let r = c.ask(&query(1, NAME, t, opts));
+                let r = c.ask(&query(t, opts));
                 assert_eq!(r.addrs(), pool(src, v6), "no ECS via {server}");
-                assert_eq!(r.ecs, None);
+                assert_eq!(r.ecs(), None);
             }
             // SOURCE 0, either family: the source address, scope 0.
             for fam in [1u16, 2] {
-                let r = c.ask(&query(1, NAME, t, Some(&ecs_option(fam, 0, 0, &[]))));
+                let r = c.ask(&query(t, Some(&ecs_option(fam, 0, 0, &[]))));
                 assert_eq!(
                     r.addrs(),
                     pool(src, v6),
                     "SOURCE 0 family {fam} via {server}"
                 );
-                assert_eq!(r.ecs, Some((fam, 0, 0, vec![])));
+                assert_eq!(r.ecs(), Some((fam, 0, 0, vec![])));
             }
             // Special space: the source address, scope = the special block.
             for &(a, len, block) in SPECIAL {
@@ -174,7 +184,7 @@ fn special_ecs_on_uniform_name_is_scope_zero() {
 fn ipv4_mapped_source_is_located_as_ipv4() {
     let e = Engine::load(&rules_config()).unwrap();
     let ask = |src: &str, opts: Option<&[u8]>| {
-        let req = query(1, NAME, A, opts);
+        let req = query(A, opts);
         let mut out = vec![0u8; 65535];
         let mut o = Outcome::default();
         let t = Transport {

@@ -10,6 +10,8 @@ use std::net::IpAddr;
 
 use common::Server;
 use geo_common::*;
+use hickory_proto::op::MessageType;
+use meridian_wire::name::from_text;
 
 /// Malformed ECS option bodies, each FORMERR (RFC 7871 §6, §7.2.1; gdnsd).
 fn malformed() -> Vec<(&'static str, Vec<u8>)> {
@@ -81,19 +83,19 @@ fn malformed_ecs_is_formerr_with_question_and_opt() {
     let mut c = Client::new(s.addr);
     for (what, opts) in malformed() {
         for name in ["geo.geo.test.", "www.geo.test.", "nope.geo.test."] {
-            let req = query(0x1234, name, A, Some(&opts));
-            let question = req[12..12 + wire_name(name).len() + 4].to_vec();
+            let req = QueryBuilder::new(name, A).id(0x1234).option(&opts).build();
+            let question = req[12..12 + from_text(name).unwrap().len() + 4].to_vec();
             for r in [c.ask(&req), tcp(&s, &req)] {
-                assert_eq!(r.rcode, FORMERR, "{what} {name}: {r:?}");
-                assert!(r.flags & 0x8000 != 0, "QR");
-                assert_eq!(r.qd, 1, "{what}: question echoed");
-                assert_eq!(r.question.as_deref(), Some(&question[..]), "{what}");
+                assert_eq!(r.rcode(), FORMERR, "{what} {name}: {r:?}");
+                assert_eq!(r.hdr().message_type, MessageType::Response, "QR");
+                assert_eq!(r.hdr().counts.queries, 1, "{what}: question echoed");
+                assert_eq!(r.wire.question, question, "{what}");
                 assert!(
-                    r.answer.is_empty() && r.authority.is_empty(),
+                    r.wire.answer.is_empty() && r.wire.authority.is_empty(),
                     "{what}: {r:?}"
                 );
-                assert!(r.opt.is_some(), "{what}: the OPT is echoed");
-                assert_eq!(r.ecs, None, "{what}: a malformed ECS is not echoed");
+                assert!(r.opt().is_some(), "{what}: the OPT is echoed");
+                assert_eq!(r.ecs(), None, "{what}: a malformed ECS is not echoed");
             }
         }
     }
@@ -191,18 +193,18 @@ fn echo_is_byte_exact_on_every_response() {
             let (fam, octets) = ecs_fields(addr, len);
             let req = ecs_query(name, qtype, addr, len);
             for r in [c.ask(&req), tcp(&s, &req)] {
-                assert_eq!(r.rcode, rcode, "{name} {qtype} {addr}/{len}: {r:?}");
-                assert_eq!(r.ecs_count, 1, "one ECS in the echo");
-                let (f, src, scope, a) = r.ecs.clone().unwrap();
+                assert_eq!(r.rcode(), rcode, "{name} {qtype} {addr}/{len}: {r:?}");
+                assert_eq!(r.ecs_count(), 1, "one ECS in the echo");
+                let (f, src, scope, a) = r.ecs().unwrap();
                 assert_eq!(
                     (f, src, &a),
                     (fam, len, &octets),
                     "{name} {addr}/{len}: echo changed"
                 );
-                // The harness's reader agrees, and the option is exactly
-                // 4 + ceil(SOURCE/8) octets long.
-                assert_eq!(common::ecs_raw(&r.raw), Some((f, src, scope, a.clone())));
-                let opt = r.opt.clone().unwrap();
+                // The OPT carries exactly this option, byte for byte, and
+                // it is 4 + ceil(SOURCE/8) octets long.
+                let opt = r.opt().unwrap().2;
+                assert_eq!(opt, ecs_option(f, src, scope, &a));
                 let body_len = u16::from_be_bytes([opt[2], opt[3]]) as usize;
                 assert_eq!(body_len, 4 + (len as usize).div_ceil(8));
                 if !tailored || len == 0 {
@@ -212,14 +214,14 @@ fn echo_is_byte_exact_on_every_response() {
                 }
             }
             // Without ECS there is no ECS in the response; without EDNS, no OPT.
-            let r = c.ask(&query(7, name, qtype, Some(&[])));
+            let r = c.ask(&QueryBuilder::new(name, qtype).id(7).edns(1232).build());
             assert_eq!(
-                (r.rcode, r.opt.is_some(), r.ecs_count),
+                (r.rcode(), r.opt().is_some(), r.ecs_count()),
                 (rcode, true, 0),
                 "{name}"
             );
-            let r = c.ask(&query(7, name, qtype, None));
-            assert_eq!((r.rcode, r.opt.is_some()), (rcode, false), "{name}");
+            let r = c.ask(&QueryBuilder::new(name, qtype).id(7).build());
+            assert_eq!((r.rcode(), r.opt().is_some()), (rcode, false), "{name}");
         }
     }
 }
@@ -233,11 +235,11 @@ fn referral_and_negative_answers_carry_the_echo() {
     let r = c.ask(&q("host.sub.geo.test.", A));
     assert!(!r.aa());
     assert_eq!(
-        r.authority.iter().map(|x| x.rtype).collect::<Vec<_>>(),
+        r.wire.authority.iter().map(|x| x.rtype).collect::<Vec<_>>(),
         vec![NS]
     );
-    assert!(r.additional.iter().any(|x| x.rtype == A));
-    assert_eq!(r.ecs, Some((1, 24, 0, vec![8, 8, 8])));
+    assert!(r.wire.additional.iter().any(|x| x.rtype == A));
+    assert_eq!(r.ecs(), Some((1, 24, 0, vec![8, 8, 8])));
     // NXDOMAIN and NODATA: the SOA, scope 0.
     for (name, t, rc) in [
         ("nope.geo.test.", A, NXDOMAIN),
@@ -245,42 +247,40 @@ fn referral_and_negative_answers_carry_the_echo() {
         ("geo.geo.test.", MX, NOERROR),
     ] {
         let r = c.ask(&q(name, t));
-        assert_eq!(r.rcode, rc);
-        assert!(r.answer.is_empty());
+        assert_eq!(r.rcode(), rc);
+        assert!(r.wire.answer.is_empty());
         assert_eq!(
-            r.authority.iter().map(|x| x.rtype).collect::<Vec<_>>(),
+            r.wire.authority.iter().map(|x| x.rtype).collect::<Vec<_>>(),
             vec![SOA]
         );
-        assert_eq!(r.ecs, Some((1, 24, 0, vec![8, 8, 8])), "{name}");
+        assert_eq!(r.ecs(), Some((1, 24, 0, vec![8, 8, 8])), "{name}");
     }
     // REFUSED (outside our zones; class CH) and NOTIMP keep the echo too.
     let r = c.ask(&q("example.org.", A));
     assert_eq!(
-        (r.rcode, r.ecs.clone()),
+        (r.rcode(), r.ecs()),
         (REFUSED, Some((1, 24, 0, vec![8, 8, 8])))
     );
-    let ch = query_class(
-        9,
-        "geo.geo.test.",
-        A,
-        3,
-        Some(&ecs_for("8.8.8.0".parse().unwrap(), 24)),
-    );
+    let ch = QueryBuilder::new("geo.geo.test.", A)
+        .id(9)
+        .class(3)
+        .ecs("8.8.8.0".parse().unwrap(), 24)
+        .build();
     let r = c.ask(&ch);
     assert_eq!(
-        (r.rcode, r.ecs.clone()),
+        (r.rcode(), r.ecs()),
         (REFUSED, Some((1, 24, 0, vec![8, 8, 8])))
     );
     let mut notimp = q("geo.geo.test.", A);
     notimp[2] |= 2 << 3; // opcode 2 (STATUS)
     let r = c.ask(&notimp);
     assert_eq!(
-        (r.rcode, r.ecs.clone()),
+        (r.rcode(), r.ecs()),
         (NOTIMP, Some((1, 24, 0, vec![8, 8, 8])))
     );
     // A CNAME to a geo name is tailored: the chain takes the geo scope.
     let r = c.ask(&q("alias.geo.test.", A));
-    assert_eq!(r.answer[0].rtype, CNAME);
+    assert_eq!(r.wire.answer[0].rtype, CNAME);
     assert_eq!(r.addrs(), pool4("na"));
     assert_eq!(r.scope(), 9);
 }

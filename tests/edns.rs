@@ -6,6 +6,7 @@ mod common;
 
 use common::*;
 use hickory_proto::rr::RecordType;
+use meridian_wire::build::option;
 
 const A: u16 = 1;
 const AXFR: u16 = 252;
@@ -14,48 +15,52 @@ const CH: u16 = 3;
 
 /// `dig +edns=0 +bufsize=SIZE`: a query with a plain OPT.
 fn edns_query(id: u16, flags: u16, name: &str, qtype: u16, qclass: u16) -> Vec<u8> {
-    with_additional(
-        raw_query(id, flags, name, qtype, qclass),
-        &opt_rr(1232, 0, 0, 0, &[]),
-    )
+    QueryBuilder::new(name, qtype)
+        .id(id)
+        .flags(flags)
+        .class(qclass)
+        .edns(1232)
+        .build()
 }
 
 /// Queries covering every rcode: (what, query without OPT, expected rcode).
-fn every_rcode() -> Vec<(&'static str, Vec<u8>, u8)> {
+fn every_rcode() -> Vec<(&'static str, QueryBuilder, u8)> {
     vec![
         (
             "NOERROR",
-            raw_query(1, 0, "www.example.test", A, IN),
+            QueryBuilder::new("www.example.test", A).id(1),
             NOERROR,
         ),
         (
             "NODATA",
-            raw_query(2, 0, "mail.example.test", 28, IN),
+            QueryBuilder::new("mail.example.test", 28).id(2),
             NOERROR,
         ),
         (
             "NXDOMAIN",
-            raw_query(3, 0, "nope.example.test", A, IN),
+            QueryBuilder::new("nope.example.test", A).id(3),
             NXDOMAIN,
         ),
         (
             "REFUSED (zone)",
-            raw_query(4, 0, "www.example.org", A, IN),
+            QueryBuilder::new("www.example.org", A).id(4),
             REFUSED,
         ),
         (
             "REFUSED (class)",
-            raw_query(5, 0, "www.example.test", A, CH),
+            QueryBuilder::new("www.example.test", A).id(5).class(CH),
             REFUSED,
         ),
         (
             "REFUSED (AXFR)",
-            raw_query(6, 0, "example.test", AXFR, IN),
+            QueryBuilder::new("example.test", AXFR).id(6),
             REFUSED,
         ),
         (
             "NOTIMP",
-            raw_query(7, 2 << 11, "www.example.test", A, IN),
+            QueryBuilder::new("www.example.test", A)
+                .id(7)
+                .flags(2 << 11),
             NOTIMP,
         ),
     ]
@@ -65,7 +70,7 @@ fn every_rcode() -> Vec<(&'static str, Vec<u8>, u8)> {
 fn no_opt_without_edns() {
     let s = Server::example();
     for (what, q, rcode) in every_rcode() {
-        let r = s.ask(&q);
+        let r = s.ask(&q.build());
         assert_eq!(r.rcode(), rcode, "{what}");
         assert!(
             r.opt().is_none(),
@@ -78,14 +83,14 @@ fn no_opt_without_edns() {
 fn opt_with_edns_for_every_rcode() {
     let s = Server::example();
     for (what, q, rcode) in every_rcode() {
-        let r = s.ask(&with_additional(q, &opt_rr(1232, 0, 0, 0, &[])));
+        let r = s.ask(&q.edns(1232).build());
         assert_eq!(r.rcode(), rcode, "{what}");
         let (payload, ttl, rdata) = r.opt().unwrap_or_else(|| panic!("{what}: no OPT"));
         assert_eq!(payload, 1232, "{what}");
         assert_eq!(ttl, 0, "{what}: ext-rcode, version and flags are 0");
         assert!(rdata.is_empty(), "{what}");
         // The OPT is the last record and the only one in additional here.
-        assert_eq!(r.hdr().ar, 1, "{what}");
+        assert_eq!(r.hdr().counts.additionals, 1, "{what}");
     }
 }
 
@@ -102,19 +107,19 @@ fn formerr_keeps_the_opt() {
         "FORMERR for a query with an OPT lacks the OPT"
     );
     // QDCOUNT 0 with an OPT.
-    let mut q = raw_query(2, 0, "x", A, IN);
-    q.truncate(12);
+    let mut q = QueryBuilder::new("x", A).id(2).edns(1232).build();
+    // Cut the question ("\x01x\x00", type, class) and count none.
+    q.drain(12..12 + 3 + 4);
     q[4..6].copy_from_slice(&0u16.to_be_bytes());
-    let q = with_additional(q, &opt_rr(1232, 0, 0, 0, &[]));
     let r = s.ask(&q);
     assert_eq!(r.rcode(), FORMERR);
-    assert_eq!(r.hdr().qd, 0);
+    assert_eq!(r.hdr().counts.queries, 0);
     assert!(
         r.opt().is_some(),
         "FORMERR (QDCOUNT 0) for a query with an OPT lacks the OPT"
     );
     // The same without an OPT: none back.
-    let mut q = raw_query(3, 0, "x", A, IN);
+    let mut q = QueryBuilder::new("x", A).id(3).build();
     q.truncate(12);
     q[4..6].copy_from_slice(&0u16.to_be_bytes());
     let r = s.ask(&q);
@@ -150,17 +155,21 @@ fn version_1_is_badvers() {
     // and the response's OPT says version 0 (the version we speak).
     let s = Server::example();
     for version in [1u8, 2, 255] {
-        let q = with_additional(
-            raw_query(0x5151, 0x0100, "www.example.test", A, IN),
-            &opt_rr(1232, 0, version, 0, &[]),
-        );
+        let q = QueryBuilder::new("www.example.test", A)
+            .id(0x5151)
+            .rd()
+            .opt(Opt {
+                version,
+                ..Opt::default()
+            })
+            .build();
         let r = s.ask(&q);
         assert_eq!(r.rcode(), 0, "header rcode carries the low 4 bits of 16");
         let (payload, ttl, _) = r.opt().expect("BADVERS comes with an OPT");
         assert_eq!(ttl >> 24, 1, "extended rcode: 16 >> 4");
         assert_eq!((ttl >> 16) & 0xFF, 0, "the version we speak");
         assert_eq!(payload, 1232);
-        assert_eq!(r.hdr().an, 0, "no answer with BADVERS");
+        assert_eq!(r.hdr().counts.answers, 0, "no answer with BADVERS");
         assert_eq!(r.hdr().id, 0x5151);
         assert_eq!(r.flags(), "qr rd");
         // hickory merges the extended rcode: BADVERS.
@@ -172,13 +181,12 @@ fn version_1_is_badvers() {
 fn unknown_options_are_ignored() {
     // COOKIE (10), an unassigned code, and a zero-length option.
     let s = Server::example();
-    let mut opts = edns_option(10, &[1, 2, 3, 4, 5, 6, 7, 8]);
-    opts.extend(edns_option(65001, b"whatever"));
-    opts.extend(edns_option(3, &[]));
-    let q = with_additional(
-        raw_query(0x6161, 0, "www.example.test", A, IN),
-        &opt_rr(1232, 0, 0, 0, &opts),
-    );
+    let q = QueryBuilder::new("www.example.test", A)
+        .id(0x6161)
+        .option(&option(10, &[1, 2, 3, 4, 5, 6, 7, 8]))
+        .option(&option(65001, b"whatever"))
+        .option(&option(3, &[]))
+        .build();
     let r = s.ask(&q);
     assert_eq!((r.rcode(), r.flags().as_str()), (NOERROR, "qr aa"));
     assert_eq!(addrs(&r.msg), ["192.0.2.1"]);
@@ -194,19 +202,25 @@ fn unknown_flag_bits_are_ignored() {
     // Every Z bit of the OPT TTL set (and DO clear): answered as usual, and
     // the Z bits come back as zero (RFC 6891 §6.1.4).
     let s = Server::example();
-    let q = with_additional(
-        raw_query(0x7171, 0, "www.example.test", A, IN),
-        &opt_rr(1232, 0, 0, 0x7FFF, &[]),
-    );
+    let q = QueryBuilder::new("www.example.test", A)
+        .id(0x7171)
+        .opt(Opt {
+            flags: 0x7FFF,
+            ..Opt::default()
+        })
+        .build();
     let r = s.ask(&q);
     assert_eq!((r.rcode(), r.flags().as_str()), (NOERROR, "qr aa"));
     assert_eq!(addrs(&r.msg), ["192.0.2.1"]);
     assert_eq!(r.opt().unwrap().1, 0);
     // The extended-rcode octet of a query is ignored too.
-    let q = with_additional(
-        raw_query(0x7172, 0, "www.example.test", A, IN),
-        &opt_rr(1232, 0xAB, 0, 0, &[]),
-    );
+    let q = QueryBuilder::new("www.example.test", A)
+        .id(0x7172)
+        .opt(Opt {
+            ext_rcode: 0xAB,
+            ..Opt::default()
+        })
+        .build();
     let r = s.ask(&q);
     assert_eq!(r.rcode(), NOERROR);
     assert_eq!(r.opt().unwrap().1, 0);
@@ -215,18 +229,20 @@ fn unknown_flag_bits_are_ignored() {
 #[test]
 fn second_opt_is_formerr() {
     let s = Server::example();
-    let q = with_additional(
-        with_additional(
-            raw_query(0x8181, 0, "www.example.test", A, IN),
-            &opt_rr(1232, 0, 0, 0, &[]),
-        ),
-        &opt_rr(4096, 0, 0, 0, &[]),
-    );
+    // The builder writes one OPT: append a second (the 11-octet tail of
+    // a query with one) and count it.
+    let mut q = QueryBuilder::new("www.example.test", A)
+        .id(0x8181)
+        .edns(1232)
+        .build();
+    let second = QueryBuilder::new(".", A).edns(4096).build();
+    q.extend_from_slice(&second[second.len() - 11..]);
+    q[10..12].copy_from_slice(&2u16.to_be_bytes());
     let r = s.ask(&q);
     assert_eq!(r.rcode(), FORMERR);
-    assert_eq!(r.hdr().an, 0);
+    assert_eq!(r.hdr().counts.answers, 0);
     assert!(r.opt().is_some(), "one OPT in the FORMERR");
-    assert_eq!(r.hdr().ar, 1);
+    assert_eq!(r.hdr().counts.additionals, 1);
 }
 
 #[test]
@@ -235,10 +251,13 @@ fn do_bit_is_copied() {
     let s = Server::example();
     for (flags, want) in [(0x8000u16, 0x8000u32), (0, 0), (0xFFFF, 0x8000)] {
         for name in ["www.example.test", "nope.example.test"] {
-            let q = with_additional(
-                raw_query(9, 0, name, A, IN),
-                &opt_rr(1232, 0, 0, flags, &[]),
-            );
+            let q = QueryBuilder::new(name, A)
+                .id(9)
+                .opt(Opt {
+                    flags,
+                    ..Opt::default()
+                })
+                .build();
             let r = s.ask(&q);
             assert_eq!(r.opt().unwrap().1 & 0xFFFF, want, "{name} flags {flags:#x}");
         }
@@ -253,7 +272,7 @@ fn opt_over_tcp() {
     let s = Server::example();
     let r = s.ask_tcp(&edns_query(1, 0, "www.example.test", A, IN));
     assert_eq!(r.opt().unwrap().0, 1232);
-    let r = s.ask_tcp(&raw_query(1, 0, "www.example.test", A, IN));
+    let r = s.ask_tcp(&QueryBuilder::new("www.example.test", A).id(1).build());
     assert!(r.opt().is_none());
 }
 

@@ -16,7 +16,6 @@ const TXT: u16 = 16;
 const IXFR: u16 = 251;
 const AXFR: u16 = 252;
 const ANY: u16 = 255;
-const IN: u16 = 1;
 const CH: u16 = 3;
 const HS: u16 = 4;
 const CLASS_ANY: u16 = 255;
@@ -36,7 +35,12 @@ fn name_in_no_served_zone_is_refused() {
         assert_eq!(r.rcode(), REFUSED, "{name}");
         assert_eq!(r.flags(), "qr", "{name}");
         assert_eq!(
-            (r.hdr().qd, r.hdr().an, r.hdr().ns, r.hdr().ar),
+            (
+                r.hdr().counts.queries,
+                r.hdr().counts.answers,
+                r.hdr().counts.authorities,
+                r.hdr().counts.additionals
+            ),
             (1, 0, 0, 0)
         );
     }
@@ -45,7 +49,10 @@ fn name_in_no_served_zone_is_refused() {
 #[test]
 fn qdcount_zero_is_formerr() {
     let s = Server::example();
-    let mut q = raw_query(0x0A0A, 0x0100, "www.example.test", A, IN);
+    let mut q = QueryBuilder::new("www.example.test", A)
+        .id(0x0A0A)
+        .flags(0x0100)
+        .build();
     q.truncate(12);
     q[4..6].copy_from_slice(&0u16.to_be_bytes());
     let r = s.ask(&q);
@@ -53,7 +60,12 @@ fn qdcount_zero_is_formerr() {
     assert_eq!(r.hdr().id, 0x0A0A);
     assert_eq!(r.flags(), "qr rd");
     assert_eq!(
-        (r.hdr().qd, r.hdr().an, r.hdr().ns, r.hdr().ar),
+        (
+            r.hdr().counts.queries,
+            r.hdr().counts.answers,
+            r.hdr().counts.authorities,
+            r.hdr().counts.additionals
+        ),
         (0, 0, 0, 0)
     );
 }
@@ -61,7 +73,7 @@ fn qdcount_zero_is_formerr() {
 #[test]
 fn qdcount_two_is_formerr() {
     let s = Server::example();
-    let mut q = raw_query(0x0B0B, 0, "www.example.test", A, IN);
+    let mut q = QueryBuilder::new("www.example.test", A).id(0x0B0B).build();
     q[4..6].copy_from_slice(&2u16.to_be_bytes());
     q.extend_from_slice(&wire("mail.example.test"));
     q.extend_from_slice(&[0, 1, 0, 1]);
@@ -69,9 +81,9 @@ fn qdcount_two_is_formerr() {
     assert_eq!(r.rcode(), FORMERR);
     assert_eq!(r.hdr().id, 0x0B0B);
     assert_eq!(r.flags(), "qr");
-    assert_eq!((r.hdr().an, r.hdr().ns), (0, 0));
+    assert_eq!((r.hdr().counts.answers, r.hdr().counts.authorities), (0, 0));
     // QDCOUNT 2 with the second question compressed against the first.
-    let mut q = raw_query(0x0B0C, 0, "www.example.test", A, IN);
+    let mut q = QueryBuilder::new("www.example.test", A).id(0x0B0C).build();
     q[4..6].copy_from_slice(&2u16.to_be_bytes());
     q.extend_from_slice(&[0xC0, 12, 0, 28, 0, 1]);
     assert_eq!(s.ask(&q).rcode(), FORMERR);
@@ -82,12 +94,26 @@ fn unknown_opcodes_are_notimp() {
     // IQUERY (1, obsolete), STATUS (2), 3, NOTIFY (4), UPDATE (5), DSO (6), 15.
     let s = Server::example();
     for op in [1u16, 2, 3, 4, 5, 6, 7, 15] {
-        let q = raw_query(0x1000 + op, op << 11, "www.example.test", A, IN);
+        let q = QueryBuilder::new("www.example.test", A)
+            .id(0x1000 + op)
+            .flags(op << 11)
+            .build();
         let r = s.ask(&q);
         assert_eq!(r.rcode(), NOTIMP, "opcode {op}");
-        assert_eq!(r.hdr().opcode as u16, op, "the opcode is echoed");
-        assert!(!r.hdr().aa);
-        assert_eq!((r.hdr().an, r.hdr().ns, r.hdr().ar), (0, 0, 0));
+        assert_eq!(
+            u16::from(u8::from(r.hdr().op_code)),
+            op,
+            "the opcode is echoed"
+        );
+        assert!(!r.hdr().authoritative);
+        assert_eq!(
+            (
+                r.hdr().counts.answers,
+                r.hdr().counts.authorities,
+                r.hdr().counts.additionals
+            ),
+            (0, 0, 0)
+        );
         assert_eq!(r.hdr().id, 0x1000 + op);
     }
 }
@@ -98,12 +124,15 @@ fn unknown_opcode_without_a_question_is_notimp() {
     // what we do not implement (RFC 8490 §5.1).
     let s = Server::example();
     for op in [2u16, 6] {
-        let mut q = raw_query(0x2000, op << 11, "www.example.test", A, IN);
+        let mut q = QueryBuilder::new("www.example.test", A)
+            .id(0x2000)
+            .flags(op << 11)
+            .build();
         q.truncate(12);
         q[4..6].copy_from_slice(&0u16.to_be_bytes());
         let r = s.ask(&q);
         assert_eq!(r.rcode(), NOTIMP, "opcode {op}");
-        assert_eq!(r.hdr().qd, 0);
+        assert_eq!(r.hdr().counts.queries, 0);
     }
 }
 
@@ -119,12 +148,19 @@ fn classes_other_than_in_are_refused() {
         ("www.example.test", A, 254),
         ("www.example.test", A, 2),
     ] {
-        let q = raw_query(0x0C0C, 0, name, t, class);
+        let q = QueryBuilder::new(name, t).id(0x0C0C).class(class).build();
         let r = s.ask(&q);
         assert_eq!(r.rcode(), REFUSED, "class {class}");
         assert_eq!(r.flags(), "qr");
         assert_eq!(r.wire.question, &q[12..]);
-        assert_eq!((r.hdr().an, r.hdr().ns, r.hdr().ar), (0, 0, 0));
+        assert_eq!(
+            (
+                r.hdr().counts.answers,
+                r.hdr().counts.authorities,
+                r.hdr().counts.additionals
+            ),
+            (0, 0, 0)
+        );
     }
 }
 
@@ -132,10 +168,10 @@ fn classes_other_than_in_are_refused() {
 fn zone_transfers_are_refused_over_udp() {
     let s = Server::example();
     for t in [AXFR, IXFR] {
-        let r = s.ask(&raw_query(0x0D0D, 0, "example.test", t, IN));
+        let r = s.ask(&QueryBuilder::new("example.test", t).id(0x0D0D).build());
         assert_eq!(r.rcode(), REFUSED, "type {t}");
         assert_eq!(r.flags(), "qr");
-        assert_eq!((r.hdr().an, r.hdr().ns), (0, 0));
+        assert_eq!((r.hdr().counts.answers, r.hdr().counts.authorities), (0, 0));
     }
 }
 
@@ -147,13 +183,19 @@ fn zone_transfers_are_refused_over_tcp() {
     let mut c = TcpStream::connect(s.addr).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
     for t in [AXFR, IXFR] {
-        tcp_send(&mut c, &raw_query(0x0E0E, 0, "example.test", t, IN));
+        tcp_send(
+            &mut c,
+            &QueryBuilder::new("example.test", t).id(0x0E0E).build(),
+        );
         let r = Resp::new(tcp_recv(&mut c).expect("an answer"));
         assert_eq!(r.rcode(), REFUSED, "type {t}");
         assert_eq!(r.flags(), "qr");
-        assert_eq!(r.hdr().an, 0);
+        assert_eq!(r.hdr().counts.answers, 0);
     }
-    tcp_send(&mut c, &raw_query(0x0E0F, 0, "www.example.test", A, IN));
+    tcp_send(
+        &mut c,
+        &QueryBuilder::new("www.example.test", A).id(0x0E0F).build(),
+    );
     let r = Resp::new(tcp_recv(&mut c).expect("an answer"));
     assert_eq!(addrs(&r.msg), ["192.0.2.1"]);
 }
@@ -163,7 +205,7 @@ fn any_gets_one_rrset() {
     // RFC 8482: at the apex (SOA, NS, MX, TXT) one RRset comes back, AA set.
     let s = Server::example();
     for name in ["example.test", "www.example.test", "ns1.example.test"] {
-        let r = s.ask(&raw_query(0x0F0F, 0, name, ANY, IN));
+        let r = s.ask(&QueryBuilder::new(name, ANY).id(0x0F0F).build());
         assert_eq!(
             (r.rcode(), r.flags().as_str()),
             (NOERROR, "qr aa"),
@@ -180,25 +222,25 @@ fn any_gets_one_rrset() {
         assert!(r.authority().is_empty());
     }
     // The apex has 4 RRsets; ANY must not return them all.
-    let r = s.ask(&raw_query(1, 0, "example.test", ANY, IN));
+    let r = s.ask(&QueryBuilder::new("example.test", ANY).id(1).build());
     assert!(r.wire.answer.len() < 2 + 1 + 1 + 1);
 }
 
 #[test]
 fn any_for_missing_names_is_negative() {
     let s = Server::example();
-    let r = s.ask(&raw_query(1, 0, "nope.example.test", ANY, IN));
+    let r = s.ask(&QueryBuilder::new("nope.example.test", ANY).id(1).build());
     assert_eq!((r.rcode(), r.flags().as_str()), (NXDOMAIN, "qr aa"));
     assert_eq!(r.authority().len(), 1);
     // ANY for a name in no zone: REFUSED.
-    let r = s.ask(&raw_query(1, 0, "www.example.org", ANY, IN));
+    let r = s.ask(&QueryBuilder::new("www.example.org", ANY).id(1).build());
     assert_eq!(r.rcode(), REFUSED);
 }
 
 #[test]
 fn any_over_tcp() {
     let s = Server::example();
-    let r = s.ask_tcp(&raw_query(2, 0, "www.example.test", ANY, IN));
+    let r = s.ask_tcp(&QueryBuilder::new("www.example.test", ANY).id(2).build());
     assert_eq!((r.rcode(), r.flags().as_str()), (NOERROR, "qr aa"));
     let a = &r.wire.answer;
     assert!(!a.is_empty() && a.iter().all(|x| x.rtype == a[0].rtype));

@@ -4,12 +4,16 @@
 //! `cargo fuzz` (the check modules are shared with fuzz/fuzz_targets/).
 
 #[path = "../fuzz/fuzz_targets/answer_check.rs"]
+#[allow(unreachable_pub)] // `pub` for the fuzz crate, which this file borrows
 mod answer_check;
 #[path = "../fuzz/fuzz_targets/config_check.rs"]
+#[allow(unreachable_pub)] // `pub` for the fuzz crate, which this file borrows
 mod config_check;
 #[path = "../fuzz/fuzz_targets/ecs_check.rs"]
+#[allow(unreachable_pub)] // `pub` for the fuzz crate, which this file borrows
 mod ecs_check;
 #[path = "../fuzz/fuzz_targets/zone_check.rs"]
+#[allow(unreachable_pub)] // `pub` for the fuzz crate, which this file borrows
 mod zone_check;
 
 use std::path::PathBuf;

@@ -69,12 +69,12 @@ fn readme_subnets_by_raw_packets() {
         for (qtype, v6) in [(A, false), (AAAA, true)] {
             let req = ecs_query(NAME, qtype, addr, len);
             for r in [c.ask(&req), tcp(&s, &req)] {
-                assert_eq!(r.rcode, NOERROR);
+                assert_eq!(r.rcode(), NOERROR);
                 assert!(r.aa());
                 assert_eq!(r.addrs(), sorted(example_pool(pool, v6)), "{subnet}");
                 let (f, b) = ecs_fields(addr, len);
-                assert_eq!(r.ecs, Some((f, len, scope, b)), "{subnet}");
-                assert!(r.answer.iter().all(|rr| rr.ttl == 30));
+                assert_eq!(r.ecs(), Some((f, len, scope, b)), "{subnet}");
+                assert!(r.wire.answer.iter().all(|rr| rr.ttl == 30));
             }
         }
     }

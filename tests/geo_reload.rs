@@ -116,8 +116,8 @@ fn start_loops(server: SocketAddr) -> Loops {
                     continue;
                 };
                 let r = parse(&raw);
-                let good = r.rcode == NOERROR
-                    && r.ecs.as_ref().map(|e| e.1) == Some(l)
+                let good = r.rcode() == NOERROR
+                    && r.ecs().as_ref().map(|e| e.1) == Some(l)
                     && if name == NAME {
                         allowed.contains(&r.addrs())
                     } else {

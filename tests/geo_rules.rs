@@ -171,7 +171,7 @@ fn check(s: &Server, name: &str, cases: &[(&str, &str, u8)]) {
         for (t, dt, addrs) in [(A, "A", pool4(pool)), (AAAA, "AAAA", pool6(pool))] {
             let req = ecs_query(name, t, addr, len);
             for r in [c.ask(&req), tcp(s, &req)] {
-                assert_eq!(r.rcode, NOERROR);
+                assert_eq!(r.rcode(), NOERROR);
                 assert_eq!(
                     (r.addrs(), r.scope()),
                     (addrs.clone(), scope),
@@ -213,7 +213,7 @@ fn nearest_mode() {
         ],
     );
     let mut c = Client::new(s.addr);
-    let r = c.ask(&query(1, "near.geo.test.", A, None));
+    let r = c.ask(&QueryBuilder::new("near.geo.test.", A).id(1).build());
     assert_eq!(r.addrs(), pool4("src4"));
 }
 

@@ -13,12 +13,16 @@ use std::net::{Shutdown, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
 use common::*;
+use hickory_proto::op::MessageType;
+use meridian_wire::build::option;
 
 const A: u16 = 1;
-const IN: u16 = 1;
 
 fn www() -> Vec<u8> {
-    raw_query(0xF00D, 0x0100, "www.example.test", A, IN)
+    QueryBuilder::new("www.example.test", A)
+        .id(0xF00D)
+        .flags(0x0100)
+        .build()
 }
 
 /// A query whose question is `name` as raw wire bytes.
@@ -32,12 +36,17 @@ fn with_qname(name: &[u8]) -> Vec<u8> {
 /// FORMERR with the query's ID, QR, RD copied, no records.
 fn assert_formerr(r: &Resp, question_echoed: bool, opt: bool) {
     let h = r.hdr();
-    assert_eq!(h.rcode, FORMERR, "expected FORMERR, got {h:?}");
+    assert_eq!(r.rcode(), FORMERR, "expected FORMERR, got {h:?}");
     assert_eq!(h.id, 0xF00D);
-    assert!(h.qr && !h.aa && !h.tc && !h.ra);
-    assert!(h.rd, "RD is copied on errors too");
-    assert_eq!((h.an, h.ns), (0, 0));
-    assert_eq!(h.qd, question_echoed as u16);
+    assert!(
+        h.message_type == MessageType::Response
+            && !h.authoritative
+            && !h.truncation
+            && !h.recursion_available
+    );
+    assert!(h.recursion_desired, "RD is copied on errors too");
+    assert_eq!((h.counts.answers, h.counts.authorities), (0, 0));
+    assert_eq!(h.counts.queries, question_echoed as u16);
     assert_eq!(r.opt().is_some(), opt, "OPT in the FORMERR");
 }
 
@@ -146,9 +155,20 @@ fn compression_pointer_in_the_question() {
 
 /// www.example.test A with one extra record in additional whose owner is `owner`.
 fn with_extra_owner(owner: &[u8]) -> Vec<u8> {
-    let mut rr = owner.to_vec();
-    rr.extend_from_slice(&[0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, 9]);
-    with_additional(www(), &rr)
+    let mut q = www();
+    q[10..12].copy_from_slice(&1u16.to_be_bytes());
+    q.extend_from_slice(owner);
+    q.extend_from_slice(&[0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, 9]);
+    q
+}
+
+/// `www()` with an OPT (payload 1232) carrying `options` as given.
+fn www_opt(options: &[u8]) -> Vec<u8> {
+    QueryBuilder::new("www.example.test", A)
+        .id(0xF00D)
+        .rd()
+        .option(options)
+        .build()
 }
 
 #[test]
@@ -191,7 +211,7 @@ fn trailing_garbage() {
         assert_formerr(&s.ask(&q), true, false);
     }
     // After an OPT: the OPT is echoed.
-    let mut q = with_additional(www(), &opt_rr(1232, 0, 0, 0, &[]));
+    let mut q = www_opt(&[]);
     q.push(0);
     assert_formerr(&s.ask(&q), true, true);
     assert!(s.alive());
@@ -219,33 +239,35 @@ fn bad_opt_option_length() {
     // An option claims 20 octets in an 8-octet RDATA: FORMERR with an OPT
     // (no options echoed).
     let s = Server::example();
-    let mut opts = edns_option(10, &[1, 2, 3, 4]);
+    let mut opts = option(10, &[1, 2, 3, 4]);
     opts[3] = 20;
-    let r = s.ask(&with_additional(www(), &opt_rr(1232, 0, 0, 0, &opts)));
+    let r = s.ask(&www_opt(&opts));
     assert_formerr(&r, true, true);
     assert!(r.opt().unwrap().2.is_empty());
     // An option header cut short (3 octets).
-    let r = s.ask(&with_additional(www(), &opt_rr(1232, 0, 0, 0, &[0, 10, 0])));
+    let r = s.ask(&www_opt(&[0, 10, 0]));
     assert_formerr(&r, true, true);
     // The OPT's RDLENGTH runs past the packet.
-    let mut opt = opt_rr(1232, 0, 0, 0, &[]);
-    let n = opt.len();
-    opt[n - 1] = 50;
-    assert_formerr(&s.ask(&with_additional(www(), &opt)), true, false);
+    let mut q = www_opt(&[]);
+    let n = q.len();
+    q[n - 1] = 50;
+    assert_formerr(&s.ask(&q), true, false);
     assert!(s.alive());
 }
 
 #[test]
 fn opt_with_non_root_owner() {
     let s = Server::example();
-    let mut opt = wire("example.test");
-    opt.extend_from_slice(&opt_rr(1232, 0, 0, 0, &[])[1..]);
-    assert_formerr(&s.ask(&with_additional(www(), &opt)), true, false);
+    // The OPT's owner (the root label) starts where `www()` ends.
+    let at = www().len();
+    let mut q = www_opt(&[]);
+    q.splice(at..at + 1, wire("example.test"));
+    assert_formerr(&s.ask(&q), true, false);
     // A compressed owner pointing at the question's root label is not "the root" either.
-    let mut opt = vec![0xC0, 12 + 17];
-    opt.extend_from_slice(&opt_rr(1232, 0, 0, 0, &[])[1..]);
+    let mut q = www_opt(&[]);
+    q.splice(at..at + 1, [0xC0, 12 + 17]);
     assert_eq!(www()[12 + 17], 0, "offset of the question's root label");
-    assert_formerr(&s.ask(&with_additional(www(), &opt)), true, false);
+    assert_formerr(&s.ask(&q), true, false);
     assert!(s.alive());
 }
 
@@ -274,7 +296,10 @@ fn responses_are_dropped() {
     // connection is closed without one.
     let s = Server::example();
     let answer = s.udp_raw(&www()).unwrap();
-    assert!(hdr(&answer).qr);
+    assert_eq!(
+        Resp::new(answer.clone()).hdr().message_type,
+        MessageType::Response
+    );
     assert!(s.udp_maybe(&answer, Duration::from_millis(500)).is_none());
     let mut q = www();
     q[2] |= 0x80;
@@ -352,9 +377,12 @@ fn random_bytes_do_not_crash_the_server() {
         }
         while let Ok((n, _)) = sock.recv_from(&mut buf) {
             let r = &buf[..n];
-            let w = parse_wire(r).unwrap_or_else(|e| panic!("malformed reply ({e}): {r:?}"));
-            assert!(w.hdr.qr, "a reply without QR");
-            assert!(w.hdr.qd <= 1);
+            let w = walk(r).unwrap_or_else(|e| panic!("malformed reply ({e}): {r:?}"));
+            assert!(
+                w.header.message_type == MessageType::Response,
+                "a reply without QR"
+            );
+            assert!(w.header.counts.queries <= 1);
             replies += 1;
         }
     }
@@ -388,7 +416,7 @@ fn random_messages_over_tcp() {
         }
         match tcp_recv(conn) {
             Some(r) => {
-                parse_wire(&r).unwrap_or_else(|e| panic!("malformed reply ({e}): {r:?}"));
+                walk(&r).unwrap_or_else(|e| panic!("malformed reply ({e}): {r:?}"));
             }
             None => c = None,
         }

@@ -6,7 +6,8 @@
 //! user it keeps that user; with only CAP_NET_BIND_SERVICE it serves port 53.
 //!
 //! The root cases need root (CI runs as root); run as another user they are
-//! skipped with a note, and the unprivileged case runs instead.
+//! skipped with a `SKIP:` line (a failure under CI=true), and the
+//! unprivileged case runs instead.
 
 mod common;
 
@@ -120,7 +121,10 @@ fn serve_expecting_exit(cfg: &std::path::Path, extra: &[&str]) -> (i32, String) 
 #[test]
 fn root_without_user_or_allow_root_is_refused() {
     if !is_root() {
-        eprintln!("note: not root; the refusal only applies to root (skipped)");
+        skip(
+            "root_without_user_or_allow_root_is_refused",
+            "not root; the refusal only applies to root",
+        );
         return;
     }
     let dir = TempDir::new("priv-refuse");
@@ -140,7 +144,10 @@ fn root_without_user_or_allow_root_is_refused() {
 #[test]
 fn root_switches_to_user_and_still_reloads_and_checks_health() {
     if !is_root() {
-        eprintln!("note: not root; `user` is only applied when started as root (skipped)");
+        skip(
+            "root_switches_to_user_and_still_reloads_and_checks_health",
+            "not root; `user` is only applied when started as root",
+        );
         return;
     }
     let (uid, gid) = ids("nobody");
@@ -246,7 +253,7 @@ fn free_addr() -> std::net::SocketAddr {
 #[test]
 fn allow_root_keeps_root() {
     if !is_root() {
-        eprintln!("note: not root (skipped)");
+        skip("allow_root_keeps_root", "not root");
         return;
     }
     let dir = TempDir::new("priv-allow");
@@ -268,7 +275,10 @@ fn allow_root_keeps_root() {
 #[test]
 fn unknown_user_is_an_error_and_unreadable_files_a_warning() {
     if !is_root() {
-        eprintln!("note: not root (skipped)");
+        skip(
+            "unknown_user_is_an_error_and_unreadable_files_a_warning",
+            "not root",
+        );
         return;
     }
     let dir = TempDir::new("priv-bad");
@@ -307,6 +317,7 @@ fn unknown_user_is_an_error_and_unreadable_files_a_warning() {
     let q = Q::new("www.example.test.", RecordType::A).to_bytes();
     let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     assert!(udp_exchange(addr, &q, Duration::from_secs(2)).is_some());
+    // SAFETY: kill(2) on our own child's pid; no memory is involved.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -347,6 +358,7 @@ fn an_unprivileged_user_keeps_its_user() {
             cmd.uid(uid).gid(gid);
             uid
         } else {
+            // SAFETY: geteuid has no preconditions and cannot fail.
             unsafe { libc::geteuid() }
         };
         let mut child = cmd.spawn().unwrap();
@@ -388,7 +400,10 @@ fn port_53_without_root_through_cap_net_bind_service() {
     // user whose only capability is CAP_NET_BIND_SERVICE binds port 53.
     // Emulated with setpriv(1) from util-linux.
     if !is_root() || Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("note: needs root and setpriv(1) to set up the user (skipped)");
+        skip(
+            "port_53_without_root_through_cap_net_bind_service",
+            "needs root and setpriv(1) to set up the user",
+        );
         return;
     }
     let dir = TempDir::new("priv-cap");

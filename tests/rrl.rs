@@ -90,9 +90,17 @@ fn burst(sock: &UdpSocket, server: SocketAddr, n: usize, ecs: bool) -> Tally {
         let id = r.hdr().id as usize;
         assert!(!seen[id], "two answers to query {id}");
         seen[id] = true;
-        if r.hdr().tc {
+        if r.hdr().truncation {
             // A slip: the question (and OPT, with the ECS echo), no records.
-            assert_eq!((r.hdr().qd, r.hdr().an, r.hdr().ns), (1, 0, 0), "{r:?}");
+            assert_eq!(
+                (
+                    r.hdr().counts.queries,
+                    r.hdr().counts.answers,
+                    r.hdr().counts.authorities
+                ),
+                (1, 0, 0),
+                "{r:?}"
+            );
             assert!(r.authority().is_empty() && r.additional().is_empty());
             if ecs {
                 assert_eq!(
@@ -116,6 +124,8 @@ fn big_receive_buffer(sock: &UdpSocket) {
     use std::os::fd::AsRawFd;
     let size: libc::c_int = 8 << 20;
     for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
+        // SAFETY: a valid socket fd, and a pointer to a c_int that lives
+        // across the call with its exact size.
         let r = unsafe {
             libc::setsockopt(
                 sock.as_raw_fd(),
@@ -198,7 +208,7 @@ fn flood_is_limited_while_another_client_is_answered_in_full() {
         let mut q = Q::new("www.example.test.", hickory_proto::rr::RecordType::A);
         q.id = id;
         let r = s.dig_tcp(&q);
-        assert!(!r.hdr().tc);
+        assert!(!r.hdr().truncation);
         assert_eq!(addrs(&r.msg), ["192.0.2.1"]);
     }
 

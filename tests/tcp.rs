@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use common::*;
 
 const A: u16 = 1;
-const IN: u16 = 1;
 
 fn connect(s: &Server) -> TcpStream {
     let c = TcpStream::connect(s.addr).unwrap();
@@ -36,8 +35,10 @@ fn two_byte_framing() {
     // The answer's length prefix is exactly the message that follows.
     let s = Server::example();
     let mut c = connect(&s);
-    c.write_all(&framed(&raw_query(0x1111, 0, "www.example.test", A, IN)))
-        .unwrap();
+    c.write_all(&framed(
+        &QueryBuilder::new("www.example.test", A).id(0x1111).build(),
+    ))
+    .unwrap();
     let mut len = [0u8; 2];
     c.read_exact(&mut len).unwrap();
     let n = u16::from_be_bytes(len) as usize;
@@ -58,7 +59,7 @@ fn query_split_across_writes() {
     // The prefix one octet at a time, then the message in two pieces.
     let s = Server::example();
     let mut c = connect(&s);
-    let f = framed(&raw_query(0x2222, 0, "www.example.test", A, IN));
+    let f = framed(&QueryBuilder::new("www.example.test", A).id(0x2222).build());
     for piece in [&f[..1], &f[1..2], &f[2..10], &f[10..]] {
         c.write_all(piece).unwrap();
         c.flush().unwrap();
@@ -74,7 +75,11 @@ fn several_queries_on_one_connection() {
     let s = Server::example();
     let mut c = connect(&s);
     for id in 0..20u16 {
-        let r = ask_on(&mut c, &raw_query(id, 0, "www.example.test", A, IN)).expect("answered");
+        let r = ask_on(
+            &mut c,
+            &QueryBuilder::new("www.example.test", A).id(id).build(),
+        )
+        .expect("answered");
         assert_eq!(r.hdr().id, id);
         assert_eq!(addrs(&r.msg), ["192.0.2.1"]);
     }
@@ -94,13 +99,11 @@ fn pipelined_queries_all_answered() {
     ];
     let mut batch = Vec::new();
     for id in 0..10u16 {
-        batch.extend(framed(&raw_query(
-            0x100 + id,
-            0,
-            names[id as usize % 5].0,
-            A,
-            IN,
-        )));
+        batch.extend(framed(
+            &QueryBuilder::new(names[id as usize % 5].0, A)
+                .id(0x100 + id)
+                .build(),
+        ));
     }
     c.write_all(&batch).unwrap();
     let mut seen = Vec::new();
@@ -119,7 +122,11 @@ fn idle_timeout_closes_the_connection() {
     // tests/data/tcp_idle.toml: tcp_idle_timeout_ms = 300.
     let s = Server::start(&data("tcp_idle.toml"), &[]);
     let mut c = connect(&s);
-    assert!(ask_on(&mut c, &raw_query(1, 0, "www.example.test", A, IN)).is_some());
+    assert!(ask_on(
+        &mut c,
+        &QueryBuilder::new("www.example.test", A).id(1).build()
+    )
+    .is_some());
     let t = closed_within(&mut c, Duration::from_secs(3)).expect("closed when idle");
     assert!(
         t >= Duration::from_millis(200),
@@ -141,7 +148,10 @@ fn a_busy_connection_outlives_the_idle_timeout() {
     let s = Server::start(&data("tcp_idle.toml"), &[]);
     let mut c = connect(&s);
     for id in 0..12u16 {
-        let r = ask_on(&mut c, &raw_query(id, 0, "www.example.test", A, IN));
+        let r = ask_on(
+            &mut c,
+            &QueryBuilder::new("www.example.test", A).id(id).build(),
+        );
         assert!(r.is_some(), "closed while busy at query {id}");
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -151,7 +161,7 @@ fn a_busy_connection_outlives_the_idle_timeout() {
 fn connection_cap() {
     // tests/data/tcp_max.toml: tcp_max_connections = 2.
     let s = Server::start(&data("tcp_max.toml"), &[]);
-    let q = raw_query(7, 0, "www.example.test", A, IN);
+    let q = QueryBuilder::new("www.example.test", A).id(7).build();
     let mut c1 = connect(&s);
     let mut c2 = connect(&s);
     assert!(ask_on(&mut c1, &q).is_some());
@@ -189,7 +199,7 @@ fn short_message_does_not_stall_the_server() {
     // until the idle timeout (300 ms) and is closed; others are served.
     let s = Server::start(&data("tcp_idle.toml"), &[]);
     let mut stuck = connect(&s);
-    let q = raw_query(9, 0, "www.example.test", A, IN);
+    let q = QueryBuilder::new("www.example.test", A).id(9).build();
     stuck.write_all(&100u16.to_be_bytes()).unwrap();
     stuck.write_all(&q[..10]).unwrap();
     // Meanwhile, UDP and other TCP clients are answered.

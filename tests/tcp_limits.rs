@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 use common::*;
 
 const A: u16 = 1;
-const IN: u16 = 1;
 
 fn config(dir: &TempDir, server: &str) -> std::path::PathBuf {
     let zone = root().join("zones/example.test.zone");
@@ -36,7 +35,7 @@ fn framed(msg: &[u8]) -> Vec<u8> {
 }
 
 fn www(id: u16) -> Vec<u8> {
-    raw_query(id, 0, "www.example.test", A, IN)
+    QueryBuilder::new("www.example.test", A).id(id).build()
 }
 
 /// A slowloris connection: one octet of the length prefix, then nothing.
@@ -210,7 +209,7 @@ fn sigterm_lets_a_pipelined_burst_finish() {
         } else {
             "geo.example.test"
         };
-        burst.extend(framed(&raw_query(id, 0, name, A, IN)));
+        burst.extend(framed(&QueryBuilder::new(name, A).id(id).build()));
     }
     // The whole burst is sent, and the server has started on it (the first
     // answer is here), when the signal comes.

@@ -23,18 +23,19 @@ fn txt(name: &str) -> Q {
 /// The size of the full answer, learnt over TCP (which never truncates).
 fn full_size(s: &Server, q: &Q) -> usize {
     let r = s.dig_tcp(q);
-    assert!(!r.hdr().tc);
+    assert!(!r.hdr().truncation);
     r.raw.len()
 }
 
 /// A truncated answer: TC, the question as sent, the OPT iff EDNS, nothing else.
 fn assert_truncated(r: &Resp, q: &[u8], edns: bool) {
     let h = r.hdr();
-    assert!(h.tc, "TC not set ({} octets)", r.raw.len());
-    assert_eq!(h.rcode, NOERROR);
-    assert!(h.aa);
-    assert_eq!((h.qd, h.an, h.ns), (1, 0, 0));
-    assert_eq!(h.ar, edns as u16);
+    assert!(h.truncation, "TC not set ({} octets)", r.raw.len());
+    assert_eq!(r.rcode(), NOERROR);
+    assert!(h.authoritative);
+    let c = h.counts;
+    assert_eq!((c.queries, c.answers, c.authorities), (1, 0, 0));
+    assert_eq!(c.additionals, edns as u16);
     let qlen = q.len() - 12 - if edns { q.len() - question_end(q) } else { 0 };
     assert_eq!(r.wire.question, &q[12..12 + qlen]);
     assert_eq!(r.opt().is_some(), edns);
@@ -90,7 +91,7 @@ fn no_edns_over_512_is_truncated() {
 fn small_answers_are_not_truncated() {
     let s = server();
     let r = s.dig(&txt("small.big.test."));
-    assert!(!r.hdr().tc);
+    assert!(!r.hdr().truncation);
     assert_eq!(r.answer(), ["small.big.test. 3600 IN TXT fits anywhere"]);
 }
 
@@ -99,9 +100,9 @@ fn exactly_512_is_not_truncated() {
     // 512 octets is the limit without EDNS, inclusive.
     let s = server();
     let r = s.dig(&txt("fit512.big.test."));
-    assert!(!r.hdr().tc);
+    assert!(!r.hdr().truncation);
     assert_eq!(r.raw.len(), 512);
-    assert_eq!(r.hdr().an, 2);
+    assert_eq!(r.hdr().counts.answers, 2);
 }
 
 #[test]
@@ -116,8 +117,8 @@ fn edns_4096_is_capped_by_our_1232() {
     }
     // Under our limit and the client's: the full answer.
     let r = s.dig(&txt("mid.big.test.").edns(4096));
-    assert!(!r.hdr().tc);
-    assert_eq!(r.hdr().an, 3);
+    assert!(!r.hdr().truncation);
+    assert_eq!(r.hdr().counts.answers, 3);
 }
 
 #[test]
@@ -126,8 +127,8 @@ fn our_limit_follows_the_config() {
     // +bufsize=4096, not with +bufsize=1232; 1746 octets never fit.
     let s = Server::start(&data("truncation1400.toml"), &[]);
     let r = s.dig(&txt("x1300.big.test.").edns(4096));
-    assert!(!r.hdr().tc);
-    assert_eq!((r.raw.len(), r.hdr().an), (1321, 6));
+    assert!(!r.hdr().truncation);
+    assert_eq!((r.raw.len(), r.hdr().counts.answers), (1321, 6));
     let q = txt("x1300.big.test.").edns(1232).to_bytes();
     assert_truncated(&s.ask(&q), &q, true);
     let q = txt("huge.big.test.").edns(4096).to_bytes();
@@ -144,7 +145,7 @@ fn edns_512_is_truncated() {
     assert_truncated(&s.ask(&q), &q, true);
     // ... while a small answer fits in those 512.
     let r = s.dig(&txt("small.big.test.").edns(100));
-    assert!(!r.hdr().tc);
+    assert!(!r.hdr().truncation);
 }
 
 #[test]
@@ -154,7 +155,7 @@ fn exact_fit_with_edns() {
     let size = full_size(&s, &txt("mid.big.test.").edns(4096));
     assert_eq!(size, 680);
     let r = s.dig(&txt("mid.big.test.").edns(size as u16));
-    assert!(!r.hdr().tc);
+    assert!(!r.hdr().truncation);
     assert_eq!(r.raw.len(), size);
     let q = txt("mid.big.test.").edns(size as u16 - 1).to_bytes();
     assert_truncated(&s.ask(&q), &q, true);
@@ -169,7 +170,7 @@ fn ecs_option_counts_toward_the_size() {
     let with_ecs = full_size(&s, &txt("mid.big.test.").edns(4096).ecs("8.8.8.0/24"));
     assert_eq!(with_ecs, plain + 11);
     let r = s.dig(&txt("mid.big.test.").edns(plain as u16));
-    assert!(!r.hdr().tc);
+    assert!(!r.hdr().truncation);
     let q = txt("mid.big.test.")
         .edns(plain as u16)
         .ecs("8.8.8.0/24")
@@ -179,7 +180,7 @@ fn ecs_option_counts_toward_the_size() {
     // The truncated answer still echoes the ECS option (scope 0: static data).
     assert_eq!(ecs_raw(&r.raw), Some((1, 24, 0, vec![8, 8, 8])));
     let r = s.dig(&txt("mid.big.test.").edns(with_ecs as u16).ecs("8.8.8.0/24"));
-    assert!(!r.hdr().tc);
+    assert!(!r.hdr().truncation);
     assert_eq!(r.raw.len(), with_ecs);
 }
 
@@ -189,8 +190,8 @@ fn tcp_gets_the_full_answer() {
     let s = server();
     for q in [txt("big.big.test."), txt("big.big.test.").edns(512)] {
         let r = s.dig_tcp(&q);
-        assert!(!r.hdr().tc);
-        assert_eq!(r.hdr().an, 20);
+        assert!(!r.hdr().truncation);
+        assert_eq!(r.hdr().counts.answers, 20);
         assert_eq!(r.answer().len(), 20);
         assert!(r
             .answer()
@@ -206,9 +207,9 @@ fn truncated_then_retried_over_tcp() {
     let s = server();
     let q = txt("huge.big.test.").edns(1232);
     let udp = s.dig(&q);
-    assert!(udp.hdr().tc);
+    assert!(udp.hdr().truncation);
     let tcp = s.dig_tcp(&q);
-    assert!(!tcp.hdr().tc);
+    assert!(!tcp.hdr().truncation);
     assert_eq!(tcp.answer().len(), 8);
     assert!(s.udp_maybe(&q.to_bytes(), Duration::from_secs(2)).is_some());
 }

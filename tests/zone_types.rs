@@ -149,7 +149,7 @@ fn ptr() {
 fn rfc3597_unknown_type() {
     // opaque TYPE65280 \# 4 0A000001: the octets as given, type 65280.
     let s = server();
-    let r = s.ask(&raw_query(1, 0, "opaque.types.test", 65280, 1));
+    let r = s.ask(&QueryBuilder::new("opaque.types.test", 65280).id(1).build());
     assert_eq!((r.rcode(), r.flags().as_str()), (NOERROR, "qr aa"));
     assert_eq!(r.wire.answer.len(), 1);
     let rr = &r.wire.answer[0];
@@ -158,13 +158,13 @@ fn rfc3597_unknown_type() {
     // \# 0: empty RDATA (read from the wire only: hickory refuses an empty
     // RDATA outside UPDATE, though RFC 3597 allows it).
     let raw = s
-        .udp_raw(&raw_query(2, 0, "empty.types.test", 65281, 1))
+        .udp_raw(&QueryBuilder::new("empty.types.test", 65281).id(2).build())
         .unwrap();
-    let w = parse_wire(&raw).unwrap();
-    assert_eq!((w.hdr.rcode, w.answer.len()), (NOERROR, 1));
+    let w = walk(&raw).unwrap();
+    assert_eq!((w.header.response_code.low(), w.answer.len()), (NOERROR, 1));
     assert_eq!((w.answer[0].rtype, w.answer[0].rdata.len()), (65281, 0));
     // Another type at that name: NODATA.
-    let r = s.ask(&raw_query(3, 0, "opaque.types.test", 65281, 1));
+    let r = s.ask(&QueryBuilder::new("opaque.types.test", 65281).id(3).build());
     assert_eq!(
         (r.rcode(), r.wire.answer.len(), r.wire.authority.len()),
         (NOERROR, 0, 1)

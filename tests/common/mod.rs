@@ -9,32 +9,47 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query};
-use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsCode, EdnsOption};
-use hickory_proto::rr::{Name, RData, RecordType};
+use hickory_proto::op::{Header, Message, MessageType, Query};
+use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption};
+use hickory_proto::rr::{RData, Record, RecordType};
+use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncodable};
+pub(crate) use meridian_wire::build::Opt;
+use meridian_wire::name::{from_text, skip_name};
+pub(crate) use meridian_wire::QueryBuilder;
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_meridian");
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_meridian");
 
-/// Repository root (for the bundled example).
-/// Tests that need root (namespaces, user switches) skip with a note otherwise.
-#[allow(dead_code)]
-pub fn is_root() -> bool {
+/// Tests that need root (namespaces, user switches) skip with `skip` otherwise.
+pub(crate) fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
 
-pub fn root() -> PathBuf {
+/// A test that cannot run here says so (`SKIP: test: reason` on stderr) and
+/// returns. Under `CI=true`, where root and every tool are provided, a
+/// skip is a failure: CI must not pass a test it did not run.
+pub(crate) fn skip(test: &str, reason: &str) {
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{test}: cannot run in CI: {reason}"
+    );
+    eprintln!("SKIP: {test}: {reason}");
+}
+
+/// Repository root (for the bundled example).
+pub(crate) fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-pub fn example_config() -> PathBuf {
+pub(crate) fn example_config() -> PathBuf {
     root().join("zones/meridian.toml")
 }
 
 /// A fresh temporary directory, removed on drop.
-pub struct TempDir(pub PathBuf);
+pub(crate) struct TempDir(pub PathBuf);
 
 impl TempDir {
-    pub fn new(tag: &str) -> TempDir {
+    pub(crate) fn new(tag: &str) -> TempDir {
         static N: AtomicU32 = AtomicU32::new(0);
         let p = std::env::temp_dir().join(format!(
             "meridian-test-{tag}-{}-{}",
@@ -46,7 +61,7 @@ impl TempDir {
         TempDir(p)
     }
 
-    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+    pub(crate) fn write(&self, name: &str, text: &str) -> PathBuf {
         let p = self.0.join(name);
         std::fs::write(&p, text).unwrap();
         p
@@ -60,7 +75,7 @@ impl Drop for TempDir {
 }
 
 /// A free port on 127.0.0.1 for both UDP and TCP (best effort).
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     loop {
         let u = UdpSocket::bind("127.0.0.1:0").unwrap();
         let port = u.local_addr().unwrap().port();
@@ -71,21 +86,21 @@ pub fn free_port() -> u16 {
 }
 
 /// A running server, killed on drop.
-pub struct Server {
-    pub child: Child,
-    pub addr: SocketAddr,
-    pub stderr: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-    pub config: PathBuf,
+pub(crate) struct Server {
+    pub(crate) child: Child,
+    pub(crate) addr: SocketAddr,
+    pub(crate) stderr: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    pub(crate) config: PathBuf,
 }
 
 impl Server {
     /// Serve the bundled example on a free loopback port.
-    pub fn example() -> Server {
+    pub(crate) fn example() -> Server {
         Server::start(&example_config(), &[])
     }
 
     /// Serve `config` with extra CLI arguments; retries on a port clash.
-    pub fn start(config: &Path, extra: &[&str]) -> Server {
+    pub(crate) fn start(config: &Path, extra: &[&str]) -> Server {
         for _ in 0..5 {
             let port = free_port();
             let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
@@ -96,7 +111,11 @@ impl Server {
         panic!("meridian did not start with {}", config.display());
     }
 
-    pub fn try_start(config: &Path, listen: &[SocketAddr], extra: &[&str]) -> Option<Server> {
+    pub(crate) fn try_start(
+        config: &Path,
+        listen: &[SocketAddr],
+        extra: &[&str],
+    ) -> Option<Server> {
         let mut cmd = Command::new(BIN);
         cmd.arg("serve").arg("--config").arg(config);
         for a in listen {
@@ -153,38 +172,38 @@ impl Server {
         }
     }
 
-    pub fn port(&self) -> u16 {
+    pub(crate) fn port(&self) -> u16 {
         self.addr.port()
     }
 
     /// Send raw bytes over UDP; None on timeout.
-    pub fn udp_raw(&self, req: &[u8]) -> Option<Vec<u8>> {
+    pub(crate) fn udp_raw(&self, req: &[u8]) -> Option<Vec<u8>> {
         udp_exchange(self.addr, req, Duration::from_secs(2))
     }
 
     /// Send raw bytes over TCP with the length prefix; None if the server closed.
-    pub fn tcp_raw(&self, req: &[u8]) -> Option<Vec<u8>> {
+    pub(crate) fn tcp_raw(&self, req: &[u8]) -> Option<Vec<u8>> {
         let mut s = TcpStream::connect(self.addr).ok()?;
         s.set_read_timeout(Some(Duration::from_secs(3))).ok()?;
         tcp_send(&mut s, req);
         tcp_recv(&mut s)
     }
 
-    pub fn query(&self, q: &Q) -> Message {
+    pub(crate) fn query(&self, q: &Q) -> Message {
         let resp = self
             .udp_raw(&q.to_bytes())
             .unwrap_or_else(|| panic!("no answer to {q:?}"));
         Message::from_vec(&resp).expect("response parses")
     }
 
-    pub fn query_tcp(&self, q: &Q) -> Message {
+    pub(crate) fn query_tcp(&self, q: &Q) -> Message {
         let resp = self
             .tcp_raw(&q.to_bytes())
             .unwrap_or_else(|| panic!("no TCP answer to {q:?}"));
         Message::from_vec(&resp).expect("response parses")
     }
 
-    pub fn signal(&self, sig: &str) {
+    pub(crate) fn signal(&self, sig: &str) {
         Command::new("kill")
             .arg(format!("-{sig}"))
             .arg(self.child.id().to_string())
@@ -193,7 +212,7 @@ impl Server {
     }
 
     /// Wait until a stderr line contains `needle`.
-    pub fn wait_log(&self, needle: &str, timeout: Duration) -> bool {
+    pub(crate) fn wait_log(&self, needle: &str, timeout: Duration) -> bool {
         let t0 = Instant::now();
         while t0.elapsed() < timeout {
             if self
@@ -211,7 +230,7 @@ impl Server {
     }
 
     /// Is the server still answering? (A liveness check after bad input.)
-    pub fn alive(&self) -> bool {
+    pub(crate) fn alive(&self) -> bool {
         let m = self.query(&Q::new("www.example.test.", RecordType::A));
         m.metadata.response_code == hickory_proto::op::ResponseCode::NoError
     }
@@ -224,7 +243,7 @@ impl Drop for Server {
     }
 }
 
-pub fn udp_exchange(addr: SocketAddr, req: &[u8], timeout: Duration) -> Option<Vec<u8>> {
+pub(crate) fn udp_exchange(addr: SocketAddr, req: &[u8], timeout: Duration) -> Option<Vec<u8>> {
     let bind = if addr.is_ipv6() {
         "[::1]:0"
     } else {
@@ -239,13 +258,13 @@ pub fn udp_exchange(addr: SocketAddr, req: &[u8], timeout: Duration) -> Option<V
     Some(buf)
 }
 
-pub fn tcp_send(s: &mut TcpStream, req: &[u8]) {
+pub(crate) fn tcp_send(s: &mut TcpStream, req: &[u8]) {
     let mut v = (req.len() as u16).to_be_bytes().to_vec();
     v.extend_from_slice(req);
     s.write_all(&v).unwrap();
 }
 
-pub fn tcp_recv(s: &mut TcpStream) -> Option<Vec<u8>> {
+pub(crate) fn tcp_recv(s: &mut TcpStream) -> Option<Vec<u8>> {
     let mut l = [0u8; 2];
     s.read_exact(&mut l).ok()?;
     let mut b = vec![0u8; u16::from_be_bytes(l) as usize];
@@ -253,20 +272,22 @@ pub fn tcp_recv(s: &mut TcpStream) -> Option<Vec<u8>> {
     Some(b)
 }
 
-/// A query to build: name, type, and EDNS/ECS options.
+/// A query to build: name, type, and EDNS/ECS options (a thin wrapper
+/// over `meridian_wire::QueryBuilder` taking hickory record types and
+/// "a.b.c.d/len" subnets).
 #[derive(Clone, Debug)]
-pub struct Q {
-    pub name: String,
-    pub qtype: RecordType,
-    pub id: u16,
-    pub rd: bool,
-    pub edns: Option<u16>,
-    pub ecs: Option<(IpAddr, u8)>,
-    pub dnssec_ok: bool,
+pub(crate) struct Q {
+    pub(crate) name: String,
+    pub(crate) qtype: RecordType,
+    pub(crate) id: u16,
+    pub(crate) rd: bool,
+    pub(crate) edns: Option<u16>,
+    pub(crate) ecs: Option<(IpAddr, u8)>,
+    pub(crate) dnssec_ok: bool,
 }
 
 impl Q {
-    pub fn new(name: &str, qtype: RecordType) -> Q {
+    pub(crate) fn new(name: &str, qtype: RecordType) -> Q {
         Q {
             name: name.to_string(),
             qtype,
@@ -278,13 +299,13 @@ impl Q {
         }
     }
 
-    pub fn edns(mut self, size: u16) -> Q {
+    pub(crate) fn edns(mut self, size: u16) -> Q {
         self.edns = Some(size);
         self
     }
 
     /// Add ECS (implies EDNS with 1232).
-    pub fn ecs(mut self, subnet: &str) -> Q {
+    pub(crate) fn ecs(mut self, subnet: &str) -> Q {
         let (a, l) = subnet.split_once('/').unwrap();
         self.ecs = Some((a.parse().unwrap(), l.parse().unwrap()));
         if self.edns.is_none() {
@@ -293,34 +314,32 @@ impl Q {
         self
     }
 
-    pub fn rd(mut self) -> Q {
+    pub(crate) fn rd(mut self) -> Q {
         self.rd = true;
         self
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut m = Message::new(self.id, MessageType::Query, OpCode::Query);
-        m.metadata.recursion_desired = self.rd;
-        m.add_query(Query::query(
-            Name::from_ascii(&self.name).unwrap(),
-            self.qtype,
-        ));
-        if let Some(size) = self.edns {
-            let mut e = Edns::new();
-            e.set_max_payload(size);
-            e.set_dnssec_ok(self.dnssec_ok);
-            if let Some((a, l)) = self.ecs {
-                e.options_mut()
-                    .insert(EdnsOption::Subnet(ClientSubnet::new(a, l, 0)));
-            }
-            m.set_edns(e);
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
+        let mut b = QueryBuilder::new(&self.name, u16::from(self.qtype)).id(self.id);
+        if self.rd {
+            b = b.rd();
         }
-        m.to_vec().unwrap()
+        if let Some(udp_size) = self.edns {
+            b = b.opt(Opt {
+                udp_size,
+                flags: if self.dnssec_ok { 0x8000 } else { 0 },
+                ..Opt::default()
+            });
+            if let Some((a, l)) = self.ecs {
+                b = b.ecs(a, l);
+            }
+        }
+        b.build()
     }
 }
 
 /// Addresses in the answer section, in order, as strings.
-pub fn addrs(m: &Message) -> Vec<String> {
+pub(crate) fn addrs(m: &Message) -> Vec<String> {
     m.answers
         .iter()
         .filter_map(|r| match &r.data {
@@ -331,83 +350,40 @@ pub fn addrs(m: &Message) -> Vec<String> {
         .collect()
 }
 
-/// The ECS option of a response: (family, source, scope, address octets).
-pub fn ecs_raw(resp: &[u8]) -> Option<(u16, u8, u8, Vec<u8>)> {
-    let opts = opt_options(resp)?;
-    let mut i = 0;
-    while i + 4 <= opts.len() {
-        let code = u16::from_be_bytes([opts[i], opts[i + 1]]);
-        let len = u16::from_be_bytes([opts[i + 2], opts[i + 3]]) as usize;
-        let body = &opts[i + 4..i + 4 + len];
-        if code == 8 {
-            return Some((
-                u16::from_be_bytes([body[0], body[1]]),
-                body[2],
-                body[3],
-                body[4..].to_vec(),
-            ));
+/// The ECS option of a message as hickory reads it: (family, source,
+/// scope, address octets as sent: ceil(source/8)). `walk` checks that
+/// re-encoding the OPT gives back the bytes received, so nothing is hidden.
+pub(crate) fn ecs_of(m: &Message) -> Option<(u16, u8, u8, Vec<u8>)> {
+    match m.edns.as_ref()?.option(EdnsCode::Subnet)? {
+        EdnsOption::Subnet(c) => {
+            let (family, octets) = match c.addr() {
+                IpAddr::V4(a) => (1, a.octets().to_vec()),
+                IpAddr::V6(a) => (2, a.octets().to_vec()),
+            };
+            let n = usize::from(c.source_prefix()).div_ceil(8);
+            Some((
+                family,
+                c.source_prefix(),
+                c.scope_prefix(),
+                octets[..n].to_vec(),
+            ))
         }
-        i += 4 + len;
-    }
-    None
-}
-
-/// The response scope from a parsed message (None: no ECS option).
-pub fn scope(m: &Message) -> Option<u8> {
-    let e = m.edns.as_ref()?;
-    match e.option(EdnsCode::Subnet)? {
-        EdnsOption::Subnet(c) => Some(c.scope_prefix()),
         _ => None,
     }
 }
 
-/// Raw OPT RDATA of a response (walks the wire format directly).
-pub fn opt_options(resp: &[u8]) -> Option<Vec<u8>> {
-    let (_, _, rdata) = opt_record(resp)?;
-    Some(rdata)
+/// The ECS option of a raw response (see `ecs_of`).
+pub(crate) fn ecs_raw(resp: &[u8]) -> Option<(u16, u8, u8, Vec<u8>)> {
+    ecs_of(&Message::from_vec(resp).ok()?)
 }
 
-/// The OPT record: (class = payload, ttl field, rdata).
-pub fn opt_record(resp: &[u8]) -> Option<(u16, u32, Vec<u8>)> {
-    let counts: Vec<u16> = (0..4)
-        .map(|k| u16::from_be_bytes([resp[4 + 2 * k], resp[5 + 2 * k]]))
-        .collect();
-    let mut i = 12;
-    for _ in 0..counts[0] {
-        i = skip_name(resp, i)? + 4;
-    }
-    let mut found = None;
-    for (s, &count) in counts.iter().enumerate().skip(1) {
-        for _ in 0..count {
-            i = skip_name(resp, i)?;
-            let t = u16::from_be_bytes([resp[i], resp[i + 1]]);
-            let class = u16::from_be_bytes([resp[i + 2], resp[i + 3]]);
-            let ttl = u32::from_be_bytes([resp[i + 4], resp[i + 5], resp[i + 6], resp[i + 7]]);
-            let len = u16::from_be_bytes([resp[i + 8], resp[i + 9]]) as usize;
-            if t == 41 && s == 3 {
-                found = Some((class, ttl, resp[i + 10..i + 10 + len].to_vec()));
-            }
-            i += 10 + len;
-        }
-    }
-    found
-}
-
-fn skip_name(p: &[u8], mut i: usize) -> Option<usize> {
-    loop {
-        let l = *p.get(i)?;
-        if l == 0 {
-            return Some(i + 1);
-        }
-        if l & 0xC0 == 0xC0 {
-            return Some(i + 2);
-        }
-        i += 1 + l as usize;
-    }
+/// The response scope from a parsed message (None: no ECS option).
+pub(crate) fn scope(m: &Message) -> Option<u8> {
+    ecs_of(m).map(|e| e.2)
 }
 
 /// Run `meridian` with arguments and capture (status, stdout, stderr).
-pub fn run(args: &[&str]) -> (i32, String, String) {
+pub(crate) fn run(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(BIN).args(args).output().unwrap();
     (
         out.status.code().unwrap_or(-1),
@@ -417,7 +393,7 @@ pub fn run(args: &[&str]) -> (i32, String, String) {
 }
 
 /// Is `dig` installed? Tests that drive it fail loudly without it.
-pub fn dig(args: &[&str]) -> String {
+pub(crate) fn dig(args: &[&str]) -> String {
     let out = Command::new("dig")
         .args(args)
         .output()
@@ -425,254 +401,88 @@ pub fn dig(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).to_string()
 }
 
-// ---------------------------------------------------------------------------
-// Core DNS behaviour helpers (flags, negative, cname, wildcard, delegation,
-// errors, edns, truncation, tcp, malformed, zone_types tests): raw queries
-// built byte by byte, and responses read straight from the wire so that
-// counts, flags, TTLs and trailing bytes are checked exactly.
-// ---------------------------------------------------------------------------
-
 /// A fixture under `tests/data/`.
-pub fn data(file: &str) -> PathBuf {
+pub(crate) fn data(file: &str) -> PathBuf {
     root().join("tests/data").join(file)
 }
 
 /// Wire form of a text name, case kept ("WwW.Example.TEST." or without the dot).
-pub fn wire(name: &str) -> Vec<u8> {
-    let mut v = Vec::new();
-    for label in name
-        .trim_end_matches('.')
-        .split('.')
-        .filter(|l| !l.is_empty())
-    {
-        v.push(label.len() as u8);
-        v.extend_from_slice(label.as_bytes());
-    }
-    v.push(0);
-    v
+pub(crate) fn wire(name: &str) -> Vec<u8> {
+    from_text(name).unwrap_or_else(|| panic!("not a name: {name:?}"))
 }
 
-/// A query with one question, built by hand: `flags` is the raw flag word
-/// (0x0100 = RD), so opcodes, classes and odd bits can be anything.
-pub fn raw_query(id: u16, flags: u16, qname: &str, qtype: u16, qclass: u16) -> Vec<u8> {
-    let mut v = Vec::new();
-    v.extend_from_slice(&id.to_be_bytes());
-    v.extend_from_slice(&flags.to_be_bytes());
-    v.extend_from_slice(&[0, 1, 0, 0, 0, 0, 0, 0]);
-    v.extend_from_slice(&wire(qname));
-    v.extend_from_slice(&qtype.to_be_bytes());
-    v.extend_from_slice(&qclass.to_be_bytes());
-    v
-}
+pub(crate) const NOERROR: u8 = 0;
+pub(crate) const FORMERR: u8 = 1;
+pub(crate) const SERVFAIL: u8 = 2;
+pub(crate) const NXDOMAIN: u8 = 3;
+pub(crate) const NOTIMP: u8 = 4;
+pub(crate) const REFUSED: u8 = 5;
 
-/// An OPT pseudo-record (RFC 6891 §6.1.2) owned by the root.
-pub fn opt_rr(payload: u16, ext_rcode: u8, version: u8, flags: u16, options: &[u8]) -> Vec<u8> {
-    let mut v = vec![0];
-    v.extend_from_slice(&41u16.to_be_bytes());
-    v.extend_from_slice(&payload.to_be_bytes());
-    v.extend_from_slice(&[ext_rcode, version]);
-    v.extend_from_slice(&flags.to_be_bytes());
-    v.extend_from_slice(&(options.len() as u16).to_be_bytes());
-    v.extend_from_slice(options);
-    v
-}
-
-/// Append a record to the additional section (ARCOUNT + 1).
-pub fn with_additional(mut q: Vec<u8>, rr: &[u8]) -> Vec<u8> {
-    let ar = u16::from_be_bytes([q[10], q[11]]) + 1;
-    q[10..12].copy_from_slice(&ar.to_be_bytes());
-    q.extend_from_slice(rr);
-    q
-}
-
-/// One EDNS option: code, length, body.
-pub fn edns_option(code: u16, body: &[u8]) -> Vec<u8> {
-    let mut v = code.to_be_bytes().to_vec();
-    v.extend_from_slice(&(body.len() as u16).to_be_bytes());
-    v.extend_from_slice(body);
-    v
-}
-
-/// The header of a response, field by field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Hdr {
-    pub id: u16,
-    pub qr: bool,
-    pub opcode: u8,
-    pub aa: bool,
-    pub tc: bool,
-    pub rd: bool,
-    pub ra: bool,
-    /// The Z bit and AD, CD.
-    pub z: bool,
-    pub ad: bool,
-    pub cd: bool,
-    /// The 4-bit header RCODE.
-    pub rcode: u8,
-    pub qd: u16,
-    pub an: u16,
-    pub ns: u16,
-    pub ar: u16,
-}
-
-pub fn hdr(resp: &[u8]) -> Hdr {
-    assert!(resp.len() >= 12, "response shorter than a header: {resp:?}");
-    let f = u16::from_be_bytes([resp[2], resp[3]]);
-    let c = |k: usize| u16::from_be_bytes([resp[4 + 2 * k], resp[5 + 2 * k]]);
-    Hdr {
-        id: u16::from_be_bytes([resp[0], resp[1]]),
-        qr: f & 0x8000 != 0,
-        opcode: ((f >> 11) & 0xF) as u8,
-        aa: f & 0x0400 != 0,
-        tc: f & 0x0200 != 0,
-        rd: f & 0x0100 != 0,
-        ra: f & 0x0080 != 0,
-        z: f & 0x0040 != 0,
-        ad: f & 0x0020 != 0,
-        cd: f & 0x0010 != 0,
-        rcode: (f & 0xF) as u8,
-        qd: c(0),
-        an: c(1),
-        ns: c(2),
-        ar: c(3),
-    }
-}
-
-impl Hdr {
-    /// The flags as dig prints them: "qr aa rd".
-    pub fn flags(&self) -> String {
-        let mut v = Vec::new();
-        for (on, s) in [
-            (self.qr, "qr"),
-            (self.aa, "aa"),
-            (self.tc, "tc"),
-            (self.rd, "rd"),
-            (self.ra, "ra"),
-            (self.ad, "ad"),
-            (self.cd, "cd"),
-        ] {
-            if on {
-                v.push(s);
-            }
-        }
-        v.join(" ")
-    }
-}
-
-pub const NOERROR: u8 = 0;
-pub const FORMERR: u8 = 1;
-pub const SERVFAIL: u8 = 2;
-pub const NXDOMAIN: u8 = 3;
-pub const NOTIMP: u8 = 4;
-pub const REFUSED: u8 = 5;
-
-/// One resource record read from the wire (owner decompressed, case kept).
+/// One resource record as hickory reads it, with the bytes hickory
+/// normalises kept raw: the CLASS field (an OPT's payload) and the RDATA.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WireRr {
-    pub owner: String,
-    pub rtype: u16,
-    pub class: u16,
-    pub ttl: u32,
-    /// Offset of the RDATA in the message and the raw RDATA.
-    pub rdata_at: usize,
-    pub rdata: Vec<u8>,
+pub(crate) struct Rr {
+    /// The owner as hickory prints it (case kept).
+    pub(crate) owner: String,
+    pub(crate) rtype: u16,
+    pub(crate) class: u16,
+    pub(crate) ttl: u32,
+    pub(crate) rdata: Vec<u8>,
 }
 
-/// A response walked strictly: every count is honoured, pointers go
-/// backwards, and no byte is left over after the last record.
+/// A response walked record by record with hickory's decoders: every count
+/// honoured and no byte left over after the last record. Works where
+/// `Message::from_vec` refuses a whole message (an empty RDATA).
 #[derive(Debug, Clone)]
-pub struct Wire {
-    pub hdr: Hdr,
+pub(crate) struct Wire {
+    pub(crate) header: Header,
     /// The question exactly as it is in the response.
-    pub question: Vec<u8>,
-    pub answer: Vec<WireRr>,
-    pub authority: Vec<WireRr>,
-    pub additional: Vec<WireRr>,
+    pub(crate) question: Vec<u8>,
+    pub(crate) answer: Vec<Rr>,
+    pub(crate) authority: Vec<Rr>,
+    pub(crate) additional: Vec<Rr>,
 }
 
-/// Read a (possibly compressed) name at `i`: (text with case kept, end of the name in place).
-pub fn read_name(p: &[u8], mut i: usize) -> Result<(String, usize), String> {
-    let mut out = String::new();
-    let mut end = None;
-    let mut hops = 0;
-    loop {
-        let l = *p.get(i).ok_or(format!("name runs past the end at {i}"))? as usize;
-        if l & 0xC0 == 0xC0 {
-            let ptr = (u16::from_be_bytes([l as u8, *p.get(i + 1).ok_or("cut pointer")?]) & 0x3FFF)
-                as usize;
-            if ptr >= i {
-                return Err(format!("forward pointer at {i}"));
-            }
-            end.get_or_insert(i + 2);
-            hops += 1;
-            if hops > 64 {
-                return Err("pointer loop".into());
-            }
-            i = ptr;
-            continue;
-        }
-        if l & 0xC0 != 0 {
-            return Err(format!("bad label type at {i}"));
-        }
-        if l == 0 {
-            if out.is_empty() {
-                out.push('.');
-            }
-            return Ok((out, end.unwrap_or(i + 1)));
-        }
-        let label = p.get(i + 1..i + 1 + l).ok_or("label runs past the end")?;
-        for &b in label {
-            if b.is_ascii_graphic() && b != b'.' && b != b'\\' {
-                out.push(b as char);
-            } else {
-                out.push_str(&format!("\\{b:03}"));
-            }
-        }
-        out.push('.');
-        i += 1 + l;
+pub(crate) fn walk(p: &[u8]) -> Result<Wire, String> {
+    let mut d = BinDecoder::new(p);
+    let header = Header::read(&mut d).map_err(|e| format!("header: {e}"))?;
+    for _ in 0..header.counts.queries {
+        Query::read(&mut d).map_err(|e| format!("question: {e}"))?;
     }
-}
-
-pub fn parse_wire(p: &[u8]) -> Result<Wire, String> {
-    if p.len() < 12 {
-        return Err(format!("{} bytes: no header", p.len()));
-    }
-    let h = hdr(p);
-    let mut i = 12;
-    for _ in 0..h.qd {
-        i = read_name(p, i)?.1 + 4;
-    }
-    if i > p.len() {
-        return Err("question runs past the end".into());
-    }
-    let question = p[12..i].to_vec();
+    let question = p[12..d.index()].to_vec();
+    let c = header.counts;
     let mut secs = [Vec::new(), Vec::new(), Vec::new()];
-    for (s, n) in [h.an, h.ns, h.ar].into_iter().enumerate() {
+    for (s, n) in [c.answers, c.authorities, c.additionals]
+        .into_iter()
+        .enumerate()
+    {
         for _ in 0..n {
-            let (owner, j) = read_name(p, i)?;
-            let f = p.get(j..j + 10).ok_or("record header runs past the end")?;
-            let rdlen = u16::from_be_bytes([f[8], f[9]]) as usize;
-            let rdata = p
-                .get(j + 10..j + 10 + rdlen)
-                .ok_or("rdata runs past the end")?
-                .to_vec();
-            secs[s].push(WireRr {
-                owner,
-                rtype: u16::from_be_bytes([f[0], f[1]]),
-                class: u16::from_be_bytes([f[2], f[3]]),
-                ttl: u32::from_be_bytes([f[4], f[5], f[6], f[7]]),
-                rdata_at: j + 10,
+            let start = d.index();
+            let rec = Record::read(&mut d).map_err(|e| format!("record at {start}: {e}"))?;
+            // RDATA starts after the owner and the fixed 10 octets.
+            let at = skip_name(p, start).ok_or("owner")? + 10;
+            let rdata = p[at..d.index()].to_vec();
+            if rec.record_type() == RecordType::OPT {
+                let again = rec.data.to_bytes().map_err(|e| e.to_string())?;
+                if again != rdata {
+                    return Err(format!("OPT RDATA {rdata:?} re-encodes as {again:?}"));
+                }
+            }
+            secs[s].push(Rr {
+                owner: rec.name.to_string(),
+                rtype: u16::from(rec.record_type()),
+                class: u16::from_be_bytes([p[at - 8], p[at - 7]]),
+                ttl: rec.ttl,
                 rdata,
             });
-            i = j + 10 + rdlen;
         }
     }
-    if i != p.len() {
-        return Err(format!("{} bytes left after the last record", p.len() - i));
+    if !d.is_empty() {
+        return Err(format!("{} bytes left after the last record", d.len()));
     }
     let [answer, authority, additional] = secs;
     Ok(Wire {
-        hdr: h,
+        header,
         question,
         answer,
         authority,
@@ -680,51 +490,68 @@ pub fn parse_wire(p: &[u8]) -> Result<Wire, String> {
     })
 }
 
-/// A response as a dig user reads it: the raw bytes, the strict wire walk,
-/// and the records as text ("www.example.test. 300 IN A 192.0.2.1").
+/// A response as a dig user reads it: the raw bytes, the record walk, and
+/// hickory's `Message` (records as text: "www.example.test. 300 IN A 192.0.2.1").
 #[derive(Debug, Clone)]
-pub struct Resp {
-    pub raw: Vec<u8>,
-    pub wire: Wire,
-    pub msg: Message,
+pub(crate) struct Resp {
+    pub(crate) raw: Vec<u8>,
+    pub(crate) wire: Wire,
+    pub(crate) msg: Message,
 }
 
 impl Resp {
-    pub fn new(raw: Vec<u8>) -> Resp {
-        let wire = parse_wire(&raw).unwrap_or_else(|e| panic!("malformed response ({e}): {raw:?}"));
+    pub(crate) fn new(raw: Vec<u8>) -> Resp {
+        let wire = walk(&raw).unwrap_or_else(|e| panic!("malformed response ({e}): {raw:?}"));
         let msg =
             Message::from_vec(&raw).unwrap_or_else(|e| panic!("hickory rejects ({e}): {raw:?}"));
         Resp { raw, wire, msg }
     }
 
-    pub fn hdr(&self) -> Hdr {
-        self.wire.hdr
+    pub(crate) fn hdr(&self) -> &Header {
+        &self.wire.header
     }
 
-    pub fn rcode(&self) -> u8 {
-        self.wire.hdr.rcode
+    /// The 4-bit header RCODE (hickory's `Message` merges the OPT's upper bits in).
+    pub(crate) fn rcode(&self) -> u8 {
+        self.wire.header.response_code.low()
     }
 
-    pub fn flags(&self) -> String {
-        self.wire.hdr.flags()
+    /// The flags as dig prints them: "qr aa rd".
+    pub(crate) fn flags(&self) -> String {
+        let h = self.hdr();
+        let mut v = Vec::new();
+        for (on, s) in [
+            (h.message_type == MessageType::Response, "qr"),
+            (h.authoritative, "aa"),
+            (h.truncation, "tc"),
+            (h.recursion_desired, "rd"),
+            (h.recursion_available, "ra"),
+            (h.authentic_data, "ad"),
+            (h.checking_disabled, "cd"),
+        ] {
+            if on {
+                v.push(s);
+            }
+        }
+        v.join(" ")
     }
 
-    pub fn answer(&self) -> Vec<String> {
+    pub(crate) fn answer(&self) -> Vec<String> {
         self.msg.answers.iter().map(|r| r.to_string()).collect()
     }
 
-    pub fn authority(&self) -> Vec<String> {
+    pub(crate) fn authority(&self) -> Vec<String> {
         self.msg.authorities.iter().map(|r| r.to_string()).collect()
     }
 
     /// The additional section without the OPT pseudo-record.
-    pub fn additional(&self) -> Vec<String> {
+    pub(crate) fn additional(&self) -> Vec<String> {
         self.msg.additionals.iter().map(|r| r.to_string()).collect()
     }
 
     /// The OPT record: (payload, ttl field, rdata); None without one.
-    pub fn opt(&self) -> Option<(u16, u32, Vec<u8>)> {
-        let opts: Vec<&WireRr> = self
+    pub(crate) fn opt(&self) -> Option<(u16, u32, Vec<u8>)> {
+        let opts: Vec<&Rr> = self
             .wire
             .additional
             .iter()
@@ -733,11 +560,42 @@ impl Resp {
         assert!(opts.len() <= 1, "more than one OPT in a response");
         opts.first().map(|r| (r.class, r.ttl, r.rdata.clone()))
     }
+
+    /// The ECS option: (family, source, scope, address octets).
+    pub(crate) fn ecs(&self) -> Option<(u16, u8, u8, Vec<u8>)> {
+        ecs_of(&self.msg)
+    }
+
+    /// The ECS scope (panics when there is no ECS).
+    pub(crate) fn scope(&self) -> u8 {
+        self.ecs()
+            .unwrap_or_else(|| panic!("no ECS in response {self:?}"))
+            .2
+    }
+
+    pub(crate) fn aa(&self) -> bool {
+        self.hdr().authoritative
+    }
+
+    /// Answer-section A/AAAA addresses, sorted (mode `all` shuffles).
+    pub(crate) fn addrs(&self) -> Vec<String> {
+        let mut v = addrs(&self.msg);
+        v.sort();
+        v
+    }
+
+    /// How many ECS options the OPT carries.
+    pub(crate) fn ecs_count(&self) -> usize {
+        self.msg
+            .edns
+            .as_ref()
+            .map_or(0, |e| e.options().get_all(EdnsCode::Subnet).len())
+    }
 }
 
 impl Server {
     /// Send raw bytes over UDP and read the answer strictly; panics on silence.
-    pub fn ask(&self, req: &[u8]) -> Resp {
+    pub(crate) fn ask(&self, req: &[u8]) -> Resp {
         let raw = self
             .udp_raw(req)
             .unwrap_or_else(|| panic!("no UDP answer to {req:?}"));
@@ -745,7 +603,7 @@ impl Server {
     }
 
     /// Same over TCP.
-    pub fn ask_tcp(&self, req: &[u8]) -> Resp {
+    pub(crate) fn ask_tcp(&self, req: &[u8]) -> Resp {
         let raw = self
             .tcp_raw(req)
             .unwrap_or_else(|| panic!("no TCP answer to {req:?}"));
@@ -753,23 +611,21 @@ impl Server {
     }
 
     /// A `Q` over UDP, read strictly.
-    pub fn dig(&self, q: &Q) -> Resp {
+    pub(crate) fn dig(&self, q: &Q) -> Resp {
         self.ask(&q.to_bytes())
     }
 
-    pub fn dig_tcp(&self, q: &Q) -> Resp {
+    pub(crate) fn dig_tcp(&self, q: &Q) -> Resp {
         self.ask_tcp(&q.to_bytes())
     }
 
     /// Send raw bytes over UDP and wait `wait` for an answer (None: silence).
-    pub fn udp_maybe(&self, req: &[u8], wait: Duration) -> Option<Vec<u8>> {
+    pub(crate) fn udp_maybe(&self, req: &[u8], wait: Duration) -> Option<Vec<u8>> {
         udp_exchange(self.addr, req, wait)
     }
-}
 
-impl Server {
     /// Is the server still answering A for `name` in its own zones (NOERROR)?
-    pub fn alive_in(&self, name: &str) -> bool {
+    pub(crate) fn alive_in(&self, name: &str) -> bool {
         let m = self.query(&Q::new(name, RecordType::A));
         m.metadata.response_code == hickory_proto::op::ResponseCode::NoError
     }
@@ -777,7 +633,7 @@ impl Server {
 
 /// Wait for the server to close `c` (EOF or reset); how long that took
 /// (None: still open after `limit`, or data arrived instead).
-pub fn closed_within(c: &mut TcpStream, limit: Duration) -> Option<Duration> {
+pub(crate) fn closed_within(c: &mut TcpStream, limit: Duration) -> Option<Duration> {
     let t0 = Instant::now();
     c.set_read_timeout(Some(limit)).unwrap();
     let mut b = [0u8; 64];

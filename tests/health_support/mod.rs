@@ -22,22 +22,22 @@ use tokio_rustls::rustls;
 use crate::common::{addrs, free_port, root, scope, Server, TempDir, Q};
 
 /// The default timing of the tests' checks.
-pub const INTERVAL_MS: u64 = 200;
-pub const TIMEOUT_MS: u64 = 100;
-pub const RISE: u64 = 2;
-pub const FALL: u64 = 3;
+pub(crate) const INTERVAL_MS: u64 = 200;
+pub(crate) const TIMEOUT_MS: u64 = 100;
+pub(crate) const RISE: u64 = 2;
+pub(crate) const FALL: u64 = 3;
 /// Scheduling slack on a shared 2-core machine.
-pub const SLACK_MS: u64 = 500;
+pub(crate) const SLACK_MS: u64 = 500;
 
 /// A request as the backend saw it; `n` counts requests from 0.
 #[derive(Debug, Clone)]
-pub struct Req {
-    pub path: String,
-    pub host: String,
-    pub n: u64,
+pub(crate) struct Req {
+    pub(crate) path: String,
+    pub(crate) host: String,
+    pub(crate) n: u64,
 }
 
-pub enum Reply {
+pub(crate) enum Reply {
     /// Status and body, with Content-Length.
     Status(u16, String),
     /// Status and a chunked body in these pieces.
@@ -46,14 +46,14 @@ pub enum Reply {
     Hang,
 }
 
-pub type Handler = Arc<dyn Fn(&Req) -> Reply + Send + Sync>;
+pub(crate) type Handler = Arc<dyn Fn(&Req) -> Reply + Send + Sync>;
 
-pub fn handler(f: impl Fn(&Req) -> Reply + Send + Sync + 'static) -> Handler {
+pub(crate) fn handler(f: impl Fn(&Req) -> Reply + Send + Sync + 'static) -> Handler {
     Arc::new(f)
 }
 
 /// 200 "ok" to everything.
-pub fn ok_handler() -> Handler {
+pub(crate) fn ok_handler() -> Handler {
     handler(|_| Reply::Status(200, "ok".into()))
 }
 
@@ -61,8 +61,8 @@ fn any_port(ip: &str) -> SocketAddr {
     SocketAddr::new(ip.parse().expect("a loopback address"), 0)
 }
 
-pub struct Backend {
-    pub addr: SocketAddr,
+pub(crate) struct Backend {
+    pub(crate) addr: SocketAddr,
     handler: Handler,
     tls: Option<Arc<rustls::ServerConfig>>,
     stop: Arc<AtomicBool>,
@@ -72,22 +72,22 @@ pub struct Backend {
 
 impl Backend {
     /// An HTTP backend on `ip` (a 127.x address) and a free port.
-    pub fn http(ip: &str, h: Handler) -> Backend {
+    pub(crate) fn http(ip: &str, h: Handler) -> Backend {
         Backend::start(any_port(ip), h, None)
     }
 
     /// An HTTP backend answering 200 "ok" (also fine for tcp checks).
-    pub fn ok(ip: &str) -> Backend {
+    pub(crate) fn ok(ip: &str) -> Backend {
         Backend::http(ip, ok_handler())
     }
 
     /// An HTTPS backend with `tls` (see `self_signed`).
-    pub fn https(ip: &str, h: Handler, tls: Arc<rustls::ServerConfig>) -> Backend {
+    pub(crate) fn https(ip: &str, h: Handler, tls: Arc<rustls::ServerConfig>) -> Backend {
         Backend::start(any_port(ip), h, Some(tls))
     }
 
     /// A backend that is not running: its address has a port nothing listens on.
-    pub fn stopped(ip: &str) -> Backend {
+    pub(crate) fn stopped(ip: &str) -> Backend {
         let mut b = Backend::ok(ip);
         b.stop();
         b
@@ -143,21 +143,21 @@ impl Backend {
         }));
     }
 
-    pub fn port(&self) -> u16 {
+    pub(crate) fn port(&self) -> u16 {
         self.addr.port()
     }
 
-    pub fn ip(&self) -> String {
+    pub(crate) fn ip(&self) -> String {
         self.addr.ip().to_string()
     }
 
     /// Requests answered so far.
-    pub fn hits(&self) -> u64 {
+    pub(crate) fn hits(&self) -> u64 {
         self.hits.load(Ordering::Relaxed)
     }
 
     /// Stop listening: connections are refused from now on.
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -165,7 +165,7 @@ impl Backend {
     }
 
     /// Listen again on the same address and port.
-    pub fn restart(&mut self) {
+    pub(crate) fn restart(&mut self) {
         self.stop();
         self.listen();
     }
@@ -243,7 +243,7 @@ fn exchange<S: Read + Write>(mut s: S, h: &Handler, hits: &AtomicU64, stop: &Ato
 
 /// A rustls server config with a fresh self-signed certificate for
 /// 127.0.0.1 and localhost (rcgen, ring provider).
-pub fn self_signed() -> Arc<rustls::ServerConfig> {
+pub(crate) fn self_signed() -> Arc<rustls::ServerConfig> {
     let ck =
         rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string(), "localhost".to_string()])
             .unwrap();
@@ -264,7 +264,7 @@ pub fn self_signed() -> Arc<rustls::ServerConfig> {
 
 /// Write the test zone and a config (`body` after the [server] and
 /// [[zone]] parts) into a fresh TempDir.
-pub fn setup(tag: &str, body: &str) -> (TempDir, PathBuf) {
+pub(crate) fn setup(tag: &str, body: &str) -> (TempDir, PathBuf) {
     let dir = TempDir::new(tag);
     let zone = std::fs::read_to_string(root().join("tests/data/health/health.test.zone")).unwrap();
     dir.write("health.test.zone", &zone);
@@ -272,21 +272,21 @@ pub fn setup(tag: &str, body: &str) -> (TempDir, PathBuf) {
     (dir, p)
 }
 
-pub fn config_text(body: &str) -> String {
+pub(crate) fn config_text(body: &str) -> String {
     format!(
         "[server]\nlog = \"info\"\n\n[[zone]]\norigin = \"health.test.\"\nfile = \"health.test.zone\"\n\n{body}\n"
     )
 }
 
 /// A `[check.NAME]` table with the tests' default timing.
-pub fn check_table(name: &str, kind: &str, extra: &str) -> String {
+pub(crate) fn check_table(name: &str, kind: &str, extra: &str) -> String {
     format!(
         "[check.{name}]\ntype = \"{kind}\"\ninterval_ms = {INTERVAL_MS}\ntimeout_ms = {TIMEOUT_MS}\nrise = {RISE}\nfall = {FALL}\n{extra}\n"
     )
 }
 
 /// A member table for `b`, checked on its port, optionally with its own check.
-pub fn member(b: &Backend, check: Option<&str>) -> String {
+pub(crate) fn member(b: &Backend, check: Option<&str>) -> String {
     match check {
         Some(c) => format!(
             "{{ address = \"{}\", port = {}, check = \"{c}\" }}",
@@ -300,7 +300,7 @@ pub fn member(b: &Backend, check: Option<&str>) -> String {
 /// Start meridian on `config` with the HTTP API on a free loopback port.
 /// Retries when the server did not come up (a port taken meanwhile: the
 /// harness takes "Address already in use" for its ready line).
-pub fn serve(config: &std::path::Path) -> (Server, SocketAddr) {
+pub(crate) fn serve(config: &std::path::Path) -> (Server, SocketAddr) {
     for _ in 0..5 {
         let hp = free_port();
         let h: SocketAddr = format!("127.0.0.1:{hp}").parse().unwrap();
@@ -320,7 +320,7 @@ pub fn serve(config: &std::path::Path) -> (Server, SocketAddr) {
 }
 
 /// One HTTP request; (status, body).
-pub fn http(addr: SocketAddr, method: &str, target: &str) -> (u16, String) {
+pub(crate) fn http(addr: SocketAddr, method: &str, target: &str) -> (u16, String) {
     let mut s = TcpStream::connect(addr).expect("connect to the HTTP API");
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     write!(
@@ -343,14 +343,14 @@ pub fn http(addr: SocketAddr, method: &str, target: &str) -> (u16, String) {
     (code, body)
 }
 
-pub fn status(api: SocketAddr) -> serde_json::Value {
+pub(crate) fn status(api: SocketAddr) -> serde_json::Value {
     let (code, body) = http(api, "GET", "/status");
     assert_eq!(code, 200, "{body}");
     serde_json::from_str(&body).unwrap_or_else(|e| panic!("/status is not JSON ({e}): {body}"))
 }
 
 /// The `/status` entry of `address` in `pool`.
-pub fn member_status(api: SocketAddr, pool: &str, address: &str) -> serde_json::Value {
+pub(crate) fn member_status(api: SocketAddr, pool: &str, address: &str) -> serde_json::Value {
     let st = status(api);
     st["members"]
         .as_array()
@@ -361,14 +361,14 @@ pub fn member_status(api: SocketAddr, pool: &str, address: &str) -> serde_json::
         .unwrap_or_else(|| panic!("no member {address} in pool {pool}: {st}"))
 }
 
-pub fn metrics(api: SocketAddr) -> String {
+pub(crate) fn metrics(api: SocketAddr) -> String {
     let (code, body) = http(api, "GET", "/metrics");
     assert_eq!(code, 200);
     body
 }
 
 /// The value of the sample whose name and labels are exactly `series`.
-pub fn metric(text: &str, series: &str) -> Option<f64> {
+pub(crate) fn metric(text: &str, series: &str) -> Option<f64> {
     text.lines().find_map(|l| {
         l.strip_prefix(series)?
             .strip_prefix(' ')?
@@ -381,15 +381,15 @@ pub fn metric(text: &str, series: &str) -> Option<f64> {
 /// What a query got: rcode, the addresses (sorted), their TTLs, the ECS
 /// scope, and the authority record count.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Ans {
-    pub rcode: ResponseCode,
-    pub addrs: Vec<String>,
-    pub ttls: Vec<u32>,
-    pub scope: Option<u8>,
-    pub authority: usize,
+pub(crate) struct Ans {
+    pub(crate) rcode: ResponseCode,
+    pub(crate) addrs: Vec<String>,
+    pub(crate) ttls: Vec<u32>,
+    pub(crate) scope: Option<u8>,
+    pub(crate) authority: usize,
 }
 
-pub fn ask_q(s: &Server, q: &Q) -> Ans {
+pub(crate) fn ask_q(s: &Server, q: &Q) -> Ans {
     let m = s.query(q);
     let mut a = addrs(&m);
     a.sort();
@@ -402,23 +402,23 @@ pub fn ask_q(s: &Server, q: &Q) -> Ans {
     }
 }
 
-pub fn ask(s: &Server, name: &str) -> Ans {
+pub(crate) fn ask(s: &Server, name: &str) -> Ans {
     ask_q(s, &Q::new(name, RecordType::A))
 }
 
-pub fn ask_ecs(s: &Server, name: &str, subnet: &str) -> Ans {
+pub(crate) fn ask_ecs(s: &Server, name: &str, subnet: &str) -> Ans {
     ask_q(s, &Q::new(name, RecordType::A).ecs(subnet))
 }
 
 /// Sorted address list.
-pub fn set(v: &[&str]) -> Vec<String> {
+pub(crate) fn set(v: &[&str]) -> Vec<String> {
     let mut v: Vec<String> = v.iter().map(|s| s.to_string()).collect();
     v.sort();
     v
 }
 
 /// Poll `f` every 10 ms until it holds; the time it took, or None after `timeout`.
-pub fn wait_for(timeout: Duration, mut f: impl FnMut() -> bool) -> Option<Duration> {
+pub(crate) fn wait_for(timeout: Duration, mut f: impl FnMut() -> bool) -> Option<Duration> {
     let t0 = Instant::now();
     loop {
         if f() {
@@ -432,7 +432,7 @@ pub fn wait_for(timeout: Duration, mut f: impl FnMut() -> bool) -> Option<Durati
 }
 
 /// Wait until no member of the config is in state "unknown".
-pub fn settle(api: SocketAddr) {
+pub(crate) fn settle(api: SocketAddr) {
     let ok = wait_for(Duration::from_secs(5), || {
         status(api)["members"]
             .as_array()
@@ -443,6 +443,6 @@ pub fn settle(api: SocketAddr) {
     assert!(ok.is_some(), "members still unknown: {}", status(api));
 }
 
-pub fn ms(v: u64) -> Duration {
+pub(crate) fn ms(v: u64) -> Duration {
     Duration::from_millis(v)
 }

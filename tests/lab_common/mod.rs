@@ -28,20 +28,20 @@ use hickory_proto::rr::{RData, RecordType};
 use crate::common::{free_port, root, scope, udp_exchange, TempDir, BIN, Q};
 
 /// Where meridian listens in the lab (the resolvers forward to it).
-pub const MERIDIAN_ADDR: &str = "127.0.0.1";
+pub(crate) const MERIDIAN_ADDR: &str = "127.0.0.1";
 
 /// tools/lab/, with the resolver config templates.
-pub fn lab_dir() -> PathBuf {
+pub(crate) fn lab_dir() -> PathBuf {
     root().join("tools/lab")
 }
 
 /// A fixture under tests/data/lab/.
-pub fn fixture(name: &str) -> PathBuf {
+pub(crate) fn fixture(name: &str) -> PathBuf {
     root().join("tests/data/lab").join(name)
 }
 
 /// Replace every `@KEY@` in `template`; panics on a placeholder left over.
-pub fn render(template: &str, vars: &[(&str, String)]) -> String {
+pub(crate) fn render(template: &str, vars: &[(&str, String)]) -> String {
     let mut s = template.to_string();
     for (k, v) in vars {
         s = s.replace(&format!("@{k}@"), v);
@@ -61,15 +61,15 @@ pub fn render(template: &str, vars: &[(&str, String)]) -> String {
 
 /// meridian on a free loopback port, with /metrics on another; killed (by
 /// its PID) on drop, and by the kernel if the test thread dies first.
-pub struct Meridian {
-    pub addr: SocketAddr,
-    pub http: SocketAddr,
+pub(crate) struct Meridian {
+    pub(crate) addr: SocketAddr,
+    pub(crate) http: SocketAddr,
     child: Child,
     stderr: Arc<Mutex<Vec<String>>>,
 }
 
 impl Meridian {
-    pub fn start(config: &Path) -> Meridian {
+    pub(crate) fn start(config: &Path) -> Meridian {
         for _ in 0..5 {
             let http: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
             let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
@@ -143,37 +143,28 @@ impl Meridian {
         }
     }
 
-    pub fn addr(&self) -> SocketAddr {
+    pub(crate) fn addr(&self) -> SocketAddr {
         self.addr
     }
 
-    pub fn port(&self) -> u16 {
+    pub(crate) fn port(&self) -> u16 {
         self.addr.port()
     }
 
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// meridian's log lines so far.
-    pub fn log(&self) -> Vec<String> {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    pub fn metrics(&self) -> String {
+    pub(crate) fn metrics(&self) -> String {
         http_get(self.http, "/metrics")
             .unwrap_or_else(|| panic!("GET /metrics on {} failed", self.http))
     }
 
     /// A counter from /metrics (exact name, no labels); 0 if absent.
-    pub fn counter(&self, name: &str) -> u64 {
+    pub(crate) fn counter(&self, name: &str) -> u64 {
         counter(&self.metrics(), name)
     }
 
     /// `meridian_queries_total` once it has stopped moving. UDP workers
     /// flush their counts when idle for 200 ms, so read until two readings
     /// 400 ms apart agree.
-    pub fn settled_queries(&self) -> u64 {
+    pub(crate) fn settled_queries(&self) -> u64 {
         let mut last = self.counter("meridian_queries_total");
         let t0 = Instant::now();
         loop {
@@ -195,7 +186,7 @@ impl Drop for Meridian {
 }
 
 /// `GET path` over plain HTTP/1.1; the body, or None.
-pub fn http_get(addr: SocketAddr, path: &str) -> Option<String> {
+pub(crate) fn http_get(addr: SocketAddr, path: &str) -> Option<String> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     write!(
@@ -212,7 +203,7 @@ pub fn http_get(addr: SocketAddr, path: &str) -> Option<String> {
 }
 
 /// The value of an unlabelled counter in Prometheus text.
-pub fn counter(text: &str, name: &str) -> u64 {
+pub(crate) fn counter(text: &str, name: &str) -> u64 {
     text.lines()
         .filter(|l| !l.starts_with('#'))
         .find_map(|l| {
@@ -228,15 +219,15 @@ pub fn counter(text: &str, name: &str) -> u64 {
 // ---------------------------------------------------------------------------
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Unbound,
     Recursor,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 2] = [Kind::Unbound, Kind::Recursor];
+    pub(crate) const ALL: [Kind; 2] = [Kind::Unbound, Kind::Recursor];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Kind::Unbound => "unbound",
             Kind::Recursor => "pdns-recursor",
@@ -245,10 +236,10 @@ impl Kind {
 }
 
 /// A running resolver; killed (by its own PID) and its directory removed on drop.
-pub struct Resolver {
-    pub kind: Kind,
-    pub addr: SocketAddr,
-    pub config: PathBuf,
+pub(crate) struct Resolver {
+    pub(crate) kind: Kind,
+    pub(crate) addr: SocketAddr,
+    pub(crate) config: PathBuf,
     log: PathBuf,
     child: Child,
     _dir: TempDir,
@@ -258,7 +249,7 @@ impl Resolver {
     /// Start `kind` on a free loopback port, forwarding `zones` (e.g.
     /// "example.test.") to meridian at `upstream`. Ready when an SOA query
     /// for the first zone comes back NOERROR through it.
-    pub fn start(kind: Kind, upstream: SocketAddr, zones: &[&str]) -> Resolver {
+    pub(crate) fn start(kind: Kind, upstream: SocketAddr, zones: &[&str]) -> Resolver {
         assert!(
             upstream.ip().is_loopback(),
             "the lab only forwards to loopback"
@@ -333,16 +324,12 @@ impl Resolver {
         false
     }
 
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         self.kind.name()
     }
 
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
     /// The resolver's log so far.
-    pub fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 }
@@ -357,7 +344,7 @@ impl Drop for Resolver {
 /// Have the child get `signal` if the thread that started it goes away
 /// (a test binary killed by a timeout), so nothing outlives the test even
 /// when no Drop runs. Linux only (PR_SET_PDEATHSIG).
-pub fn die_with_parent(cmd: &mut Command, signal: i32) {
+pub(crate) fn die_with_parent(cmd: &mut Command, signal: i32) {
     use std::os::unix::process::CommandExt;
     // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
     unsafe {
@@ -378,7 +365,7 @@ fn fqdn(z: &str) -> String {
 }
 
 /// `unbound -V` lists the subnetcache module (Debian builds with --enable-subnet).
-pub fn unbound_has_subnetcache() -> bool {
+pub(crate) fn unbound_has_subnetcache() -> bool {
     static V: OnceLock<String> = OnceLock::new();
     let v = V.get_or_init(|| {
         let out = Command::new("unbound")
@@ -391,7 +378,12 @@ pub fn unbound_has_subnetcache() -> bool {
         .any(|l| l.starts_with("Linked modules:") && l.contains("subnetcache"))
 }
 
-pub fn unbound_config(dir: &Path, port: u16, upstream: SocketAddr, zones: &[&str]) -> PathBuf {
+pub(crate) fn unbound_config(
+    dir: &Path,
+    port: u16,
+    upstream: SocketAddr,
+    zones: &[&str],
+) -> PathBuf {
     assert!(
         unbound_has_subnetcache(),
         "this unbound has no subnetcache module (unbound -V); the lab needs ECS support"
@@ -433,7 +425,7 @@ pub fn unbound_config(dir: &Path, port: u16, upstream: SocketAddr, zones: &[&str
 }
 
 /// (major, minor) of `pdns_recursor --version`.
-pub fn recursor_version() -> (u32, u32) {
+pub(crate) fn recursor_version() -> (u32, u32) {
     static V: OnceLock<(u32, u32)> = OnceLock::new();
     *V.get_or_init(|| {
         let out = Command::new("pdns_recursor").arg("--version").output().expect(
@@ -451,7 +443,7 @@ pub fn recursor_version() -> (u32, u32) {
 }
 
 /// The allow-list setting's name: renamed from edns-subnet-whitelist in 4.5.
-pub fn recursor_ecs_allow_setting() -> &'static str {
+pub(crate) fn recursor_ecs_allow_setting() -> &'static str {
     if recursor_version() >= (4, 5) {
         "edns-subnet-allow-list"
     } else {
@@ -459,7 +451,12 @@ pub fn recursor_ecs_allow_setting() -> &'static str {
     }
 }
 
-pub fn recursor_config(dir: &Path, port: u16, upstream: SocketAddr, zones: &[&str]) -> PathBuf {
+pub(crate) fn recursor_config(
+    dir: &Path,
+    port: u16,
+    upstream: SocketAddr,
+    zones: &[&str],
+) -> PathBuf {
     let fwd: Vec<String> = zones
         .iter()
         .map(|z| format!("{}={}", z.trim_end_matches('.'), upstream))
@@ -484,14 +481,14 @@ pub fn recursor_config(dir: &Path, port: u16, upstream: SocketAddr, zones: &[&st
 }
 
 /// meridian plus both resolvers, all forwarding example.test.
-pub struct Lab {
-    pub meridian: Meridian,
-    pub unbound: Resolver,
-    pub recursor: Resolver,
+pub(crate) struct Lab {
+    pub(crate) meridian: Meridian,
+    pub(crate) unbound: Resolver,
+    pub(crate) recursor: Resolver,
 }
 
 impl Lab {
-    pub fn start(config: &Path) -> Lab {
+    pub(crate) fn start(config: &Path) -> Lab {
         let meridian = Meridian::start(config);
         let unbound = Resolver::start(Kind::Unbound, meridian.addr(), &["example.test."]);
         let recursor = Resolver::start(Kind::Recursor, meridian.addr(), &["example.test."]);
@@ -502,7 +499,7 @@ impl Lab {
         }
     }
 
-    pub fn resolver(&self, k: Kind) -> &Resolver {
+    pub(crate) fn resolver(&self, k: Kind) -> &Resolver {
         match k {
             Kind::Unbound => &self.unbound,
             Kind::Recursor => &self.recursor,
@@ -516,18 +513,18 @@ impl Lab {
 
 /// An answer as the lab compares it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Answer {
-    pub rcode: u16,
+pub(crate) struct Answer {
+    pub(crate) rcode: u16,
     /// A/AAAA addresses of the answer section, sorted (mode `all` shuffles).
-    pub addrs: Vec<String>,
+    pub(crate) addrs: Vec<String>,
     /// TTLs of those records, in answer order.
-    pub ttls: Vec<u32>,
+    pub(crate) ttls: Vec<u32>,
     /// The ECS scope of the response (None: no ECS option).
-    pub scope: Option<u8>,
+    pub(crate) scope: Option<u8>,
 }
 
 impl Answer {
-    pub fn max_ttl(&self) -> u32 {
+    pub(crate) fn max_ttl(&self) -> u32 {
         self.ttls.iter().copied().max().unwrap_or(0)
     }
 }
@@ -535,7 +532,7 @@ impl Answer {
 /// Ask `server` for `name`/`qtype`, with ECS `subnet` ("a.b.c.d/len") if
 /// given and RD if `rd`. Retries on silence (4 × 3 s) and over TCP on TC;
 /// panics if the server never answers.
-pub fn ask(
+pub(crate) fn ask(
     server: SocketAddr,
     name: &str,
     qtype: RecordType,
@@ -599,10 +596,10 @@ fn tcp_exchange(server: SocketAddr, req: &[u8]) -> Option<Vec<u8>> {
 // ---------------------------------------------------------------------------
 
 /// A deterministic generator (splitmix64) for seeded orders and addresses.
-pub struct Rng(pub u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    pub fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -610,11 +607,11 @@ impl Rng {
         z ^ (z >> 31)
     }
 
-    pub fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
 
-    pub fn shuffle<T>(&mut self, v: &mut [T]) {
+    pub(crate) fn shuffle<T>(&mut self, v: &mut [T]) {
         for i in (1..v.len()).rev() {
             let j = self.below(i as u64 + 1) as usize;
             v.swap(i, j);
@@ -625,14 +622,14 @@ impl Rng {
 /// A network, as (address as u128, family bits, prefix length); IPv4 in the
 /// low 32 bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Net {
-    pub v6: bool,
-    pub addr: u128,
-    pub len: u8,
+pub(crate) struct Net {
+    pub(crate) v6: bool,
+    pub(crate) addr: u128,
+    pub(crate) len: u8,
 }
 
 impl Net {
-    pub fn bits(&self) -> u8 {
+    pub(crate) fn bits(&self) -> u8 {
         if self.v6 {
             128
         } else {
@@ -640,7 +637,7 @@ impl Net {
         }
     }
 
-    pub fn parse(s: &str) -> Net {
+    pub(crate) fn parse(s: &str) -> Net {
         let (a, l) = s.split_once('/').unwrap_or((s, ""));
         let ip: IpAddr = a.parse().unwrap_or_else(|_| panic!("bad address {s:?}"));
         let (v6, addr, max) = match ip {
@@ -656,7 +653,7 @@ impl Net {
     }
 
     /// The network of `addr` at `len` (host bits cleared).
-    pub fn new(v6: bool, addr: u128, len: u8) -> Net {
+    pub(crate) fn new(v6: bool, addr: u128, len: u8) -> Net {
         let bits = if v6 { 128 } else { 32 };
         assert!(len <= bits);
         let mask = if len == 0 {
@@ -672,11 +669,11 @@ impl Net {
         }
     }
 
-    pub fn first(&self) -> u128 {
+    pub(crate) fn first(&self) -> u128 {
         self.addr
     }
 
-    pub fn last(&self) -> u128 {
+    pub(crate) fn last(&self) -> u128 {
         let host = self.bits() - self.len;
         if host == 128 {
             !0
@@ -685,16 +682,16 @@ impl Net {
         }
     }
 
-    pub fn contains(&self, a: u128) -> bool {
+    pub(crate) fn contains(&self, a: u128) -> bool {
         a >= self.first() && a <= self.last()
     }
 
     /// The same address at a shorter or equal length.
-    pub fn truncate(&self, len: u8) -> Net {
+    pub(crate) fn truncate(&self, len: u8) -> Net {
         Net::new(self.v6, self.addr, len.min(self.len))
     }
 
-    pub fn ip(&self) -> IpAddr {
+    pub(crate) fn ip(&self) -> IpAddr {
         if self.v6 {
             IpAddr::V6(self.addr.into())
         } else {
@@ -710,7 +707,7 @@ impl std::fmt::Display for Net {
 }
 
 /// The networks of geo/example.csv (the example geo database's source).
-pub fn example_geo_networks() -> Vec<(Net, String)> {
+pub(crate) fn example_geo_networks() -> Vec<(Net, String)> {
     let text = std::fs::read_to_string(root().join("geo/example.csv")).unwrap();
     text.lines()
         .map(str::trim)

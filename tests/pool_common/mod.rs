@@ -13,12 +13,12 @@ use hickory_proto::rr::{RData, RecordType};
 use crate::common::{root, Server, Q};
 
 /// A fixture under tests/data/pools/.
-pub fn fixture(name: &str) -> PathBuf {
+pub(crate) fn fixture(name: &str) -> PathBuf {
     root().join("tests/data/pools").join(name)
 }
 
 /// One socket to one server, queries sent one after another.
-pub struct Client {
+pub(crate) struct Client {
     sock: UdpSocket,
     id: u16,
     buf: Vec<u8>,
@@ -26,33 +26,33 @@ pub struct Client {
 
 /// What a pool test needs from a response.
 #[derive(Debug)]
-pub struct Answer {
-    pub msg: Message,
+pub(crate) struct Answer {
+    pub(crate) msg: Message,
     /// Answer-section addresses, in order.
-    pub addrs: Vec<IpAddr>,
+    pub(crate) addrs: Vec<IpAddr>,
 }
 
 impl Answer {
-    pub fn rcode(&self) -> ResponseCode {
+    pub(crate) fn rcode(&self) -> ResponseCode {
         self.msg.metadata.response_code
     }
 
-    pub fn aa(&self) -> bool {
+    pub(crate) fn aa(&self) -> bool {
         self.msg.metadata.authoritative
     }
 
     /// TTLs of the answer records.
-    pub fn ttls(&self) -> Vec<u32> {
+    pub(crate) fn ttls(&self) -> Vec<u32> {
         self.msg.answers.iter().map(|r| r.ttl).collect()
     }
 
     /// The answer records' types, in order.
-    pub fn types(&self) -> Vec<RecordType> {
+    pub(crate) fn types(&self) -> Vec<RecordType> {
         self.msg.answers.iter().map(|r| r.record_type()).collect()
     }
 
     /// NOERROR, no answer, the zone's SOA in authority: NODATA (RFC 2308).
-    pub fn is_nodata(&self) -> bool {
+    pub(crate) fn is_nodata(&self) -> bool {
         self.rcode() == ResponseCode::NoError
             && self.msg.answers.is_empty()
             && self.msg.authorities.len() == 1
@@ -61,7 +61,7 @@ impl Answer {
 }
 
 impl Client {
-    pub fn new(server: &Server) -> Client {
+    pub(crate) fn new(server: &Server) -> Client {
         let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
         sock.connect(server.addr).unwrap();
         sock.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
@@ -73,11 +73,11 @@ impl Client {
     }
 
     /// One query and its response (with a fresh ID, checked on return).
-    pub fn ask(&mut self, name: &str, qtype: RecordType) -> Answer {
+    pub(crate) fn ask(&mut self, name: &str, qtype: RecordType) -> Answer {
         self.ask_q(&Q::new(name, qtype))
     }
 
-    pub fn ask_q(&mut self, q: &Q) -> Answer {
+    pub(crate) fn ask_q(&mut self, q: &Q) -> Answer {
         let mut req = q.to_bytes();
         self.id = self.id.wrapping_add(1);
         req[0..2].copy_from_slice(&self.id.to_be_bytes());
@@ -99,7 +99,13 @@ impl Client {
     }
 
     /// `n` queries; each response goes to `each`.
-    pub fn run(&mut self, name: &str, qtype: RecordType, n: usize, mut each: impl FnMut(&Answer)) {
+    pub(crate) fn run(
+        &mut self,
+        name: &str,
+        qtype: RecordType,
+        n: usize,
+        mut each: impl FnMut(&Answer),
+    ) {
         let q = Q::new(name, qtype);
         for _ in 0..n {
             let a = self.ask_q(&q);
@@ -108,7 +114,7 @@ impl Client {
     }
 }
 
-pub fn addrs(m: &Message) -> Vec<IpAddr> {
+pub(crate) fn addrs(m: &Message) -> Vec<IpAddr> {
     m.answers
         .iter()
         .filter_map(|r| match &r.data {
@@ -119,16 +125,16 @@ pub fn addrs(m: &Message) -> Vec<IpAddr> {
         .collect()
 }
 
-pub fn ip(s: &str) -> IpAddr {
+pub(crate) fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
-pub fn ips(v: &[&str]) -> Vec<IpAddr> {
+pub(crate) fn ips(v: &[&str]) -> Vec<IpAddr> {
     v.iter().map(|s| ip(s)).collect()
 }
 
 /// Count of each key, as percentages of `total`.
-pub fn shares<K: std::hash::Hash + Eq + Clone>(
+pub(crate) fn shares<K: std::hash::Hash + Eq + Clone>(
     counts: &HashMap<K, usize>,
     total: usize,
 ) -> HashMap<K, f64> {
@@ -140,7 +146,7 @@ pub fn shares<K: std::hash::Hash + Eq + Clone>(
 
 /// Reference smooth weighted round robin (nginx): the index chosen first in
 /// each of `n` successive responses. Ties go to the earlier member.
-pub fn swrr(weights: &[i64], n: usize) -> Vec<usize> {
+pub(crate) fn swrr(weights: &[i64], n: usize) -> Vec<usize> {
     let total: i64 = weights.iter().sum();
     let mut cur = vec![0i64; weights.len()];
     (0..n)
@@ -160,7 +166,7 @@ pub fn swrr(weights: &[i64], n: usize) -> Vec<usize> {
 
 /// Exact probability of each k-subset (sorted indices) under weighted
 /// sampling without replacement: draw i with probability w_i / (weight left).
-pub fn subset_probs(weights: &[f64], k: usize) -> HashMap<Vec<usize>, f64> {
+pub(crate) fn subset_probs(weights: &[f64], k: usize) -> HashMap<Vec<usize>, f64> {
     fn go(w: &[f64], k: usize, taken: &mut Vec<usize>, p: f64, out: &mut HashMap<Vec<usize>, f64>) {
         if taken.len() == k {
             let mut s = taken.clone();
