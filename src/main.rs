@@ -79,17 +79,20 @@ enum Cmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Man => {
-            match man_page(Cli::command(), "8", &mut std::io::stdout()) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("meridian: {e}");
-                    ExitCode::from(1)
-                }
+        Cmd::Man => match man_page(Cli::command(), "8", &mut std::io::stdout()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("meridian: {e}");
+                ExitCode::from(1)
             }
-        }
+        },
         Cmd::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "meridian", &mut std::io::stdout());
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "meridian",
+                &mut std::io::stdout(),
+            );
             ExitCode::SUCCESS
         }
         Cmd::Check { config } => match Engine::load(&config) {
@@ -147,9 +150,15 @@ fn main() -> ExitCode {
 
 /// The man page: the top-level page, then each subcommand's synopsis and
 /// options (clap_mangen renders one command at a time).
-fn man_page(cmd: clap::Command, section: &str, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+fn man_page(
+    cmd: clap::Command,
+    section: &str,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
     let name = cmd.get_name().to_string();
-    clap_mangen::Man::new(cmd.clone()).section(section).render(out)?;
+    clap_mangen::Man::new(cmd.clone())
+        .section(section)
+        .render(out)?;
     for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
         let full = format!("{name} {}", sub.get_name());
         writeln!(out, ".SH \"{}\"", full.to_uppercase())?;

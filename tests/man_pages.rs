@@ -4,7 +4,10 @@
 use std::process::Command;
 
 fn run(bin: &str, args: &[&str]) -> String {
-    let out = Command::new(bin).args(args).output().expect("run the binary");
+    let out = Command::new(bin)
+        .args(args)
+        .output()
+        .expect("run the binary");
     assert!(out.status.success(), "{bin} {args:?}: {out:?}");
     String::from_utf8(out.stdout).expect("utf-8")
 }
@@ -13,7 +16,15 @@ fn run(bin: &str, args: &[&str]) -> String {
 fn meridian_man_page_covers_every_command() {
     let man = run(env!("CARGO_BIN_EXE_meridian"), &["man"]);
     assert!(man.contains(".TH meridian 8"), "section 8: {man}");
-    for word in ["serve", "check", "lookup", "completions", "\\-\\-config", "\\-\\-listen", "\\-\\-allow\\-root"] {
+    for word in [
+        "serve",
+        "check",
+        "lookup",
+        "completions",
+        "\\-\\-config",
+        "\\-\\-listen",
+        "\\-\\-allow\\-root",
+    ] {
         assert!(man.contains(word), "man page lacks {word}");
     }
 }
@@ -22,7 +33,11 @@ fn meridian_man_page_covers_every_command() {
 fn probe_man_page_covers_every_command() {
     // Built beside meridian by `cargo test --workspace`, as tests/lab_probe.rs expects.
     let bin = std::path::Path::new(env!("CARGO_BIN_EXE_meridian")).with_file_name("meridian-probe");
-    assert!(bin.exists(), "{} is missing: cargo build -p meridian-probe", bin.display());
+    assert!(
+        bin.exists(),
+        "{} is missing: cargo build -p meridian-probe",
+        bin.display()
+    );
     let bin = bin.display().to_string();
     let man = run(&bin, &["man"]);
     assert!(man.contains(".TH meridian-probe 1"), "{man}");

@@ -297,9 +297,15 @@ fn run_rotation(args: RotationArgs) -> Result<ExitCode, String> {
 
 /// The man page: the top-level page, then each subcommand's synopsis and
 /// options (clap_mangen renders one command at a time).
-fn man_page(cmd: clap::Command, section: &str, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+fn man_page(
+    cmd: clap::Command,
+    section: &str,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
     let name = cmd.get_name().to_string();
-    clap_mangen::Man::new(cmd.clone()).section(section).render(out)?;
+    clap_mangen::Man::new(cmd.clone())
+        .section(section)
+        .render(out)?;
     for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
         let full = format!("{name} {}", sub.get_name());
         writeln!(out, ".SH \"{}\"", full.to_uppercase())?;
