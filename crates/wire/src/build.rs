@@ -261,4 +261,23 @@ mod tests {
         let mut small = [0u8; 10];
         assert_eq!(QueryBuilder::new("a", 1).write(&mut small), None);
     }
+
+    #[test]
+    fn ecs_for_truncates_and_masks() {
+        assert_eq!(
+            ecs_for("85.214.7.9".parse().unwrap(), 24),
+            vec![0, 8, 0, 7, 0, 1, 24, 0, 85, 214, 7]
+        );
+        assert_eq!(
+            ecs_for("85.214.255.9".parse().unwrap(), 20),
+            vec![0, 8, 0, 7, 0, 1, 20, 0, 85, 214, 0xf0]
+        );
+        assert_eq!(
+            ecs_for("1.2.3.4".parse().unwrap(), 0),
+            vec![0, 8, 0, 4, 0, 1, 0, 0]
+        );
+        let v6 = ecs_for("2a00:1450:4001:8ff::1".parse().unwrap(), 56);
+        assert_eq!(&v6[..8], &[0, 8, 0, 11, 0, 2, 56, 0]);
+        assert_eq!(&v6[8..], &[0x2a, 0x00, 0x14, 0x50, 0x40, 0x01, 0x08]);
+    }
 }

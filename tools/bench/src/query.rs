@@ -15,10 +15,6 @@ use std::net::IpAddr;
 
 /// EDNS UDP payload size we advertise (the DNS Flag Day 2020 value).
 pub const EDNS_PAYLOAD: u16 = 1232;
-/// EDNS option code of Client Subnet (RFC 7871).
-const OPT_ECS: u16 = 8;
-/// RR type of the OPT pseudo-record.
-const TYPE_OPT: u16 = 41;
 
 /// One parsed line of a query file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -147,52 +143,16 @@ fn check_name(name: &str) -> Result<(), String> {
 }
 
 impl Query {
-    /// Builds the wire-format query (ID 0, RD clear: the server is authoritative).
+    /// Builds the wire-format query (ID 0, RD clear: the server is
+    /// authoritative), with an OPT record and the ECS option if any, by
+    /// meridian-wire's one query builder.
     pub fn to_wire(&self) -> Vec<u8> {
-        let mut w = Vec::with_capacity(64);
-        // Header: ID, flags (standard query), QDCOUNT 1, ANCOUNT 0, NSCOUNT 0, ARCOUNT 1 (OPT).
-        w.extend_from_slice(&[0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1]);
-        for label in self.name.split('.').filter(|l| !l.is_empty()) {
-            w.push(label.len() as u8);
-            w.extend_from_slice(label.as_bytes());
+        let mut q = meridian_wire::QueryBuilder::new(&self.name, self.qtype).edns(EDNS_PAYLOAD);
+        if let Some((a, l)) = self.ecs {
+            q = q.ecs(a, l);
         }
-        w.push(0);
-        w.extend_from_slice(&self.qtype.to_be_bytes());
-        w.extend_from_slice(&1u16.to_be_bytes()); // class IN
-
-        // OPT RR: root owner, type, payload size as class, TTL 0 (ext-rcode, version, flags).
-        w.push(0);
-        w.extend_from_slice(&TYPE_OPT.to_be_bytes());
-        w.extend_from_slice(&EDNS_PAYLOAD.to_be_bytes());
-        w.extend_from_slice(&[0, 0, 0, 0]);
-        let opt = self.ecs.map(|(a, l)| ecs_option(a, l)).unwrap_or_default();
-        w.extend_from_slice(&(opt.len() as u16).to_be_bytes());
-        w.extend_from_slice(&opt);
-        w
+        q.build()
     }
-}
-
-/// One ECS option (code, length, data). The address is cut to ceil(prefix/8)
-/// bytes with the bits past the prefix cleared, as RFC 7871 §6 requires
-/// (strict servers answer FORMERR otherwise).
-fn ecs_option(addr: IpAddr, prefix: u8) -> Vec<u8> {
-    let (family, bytes): (u16, Vec<u8>) = match addr {
-        IpAddr::V4(a) => (1, a.octets().to_vec()),
-        IpAddr::V6(a) => (2, a.octets().to_vec()),
-    };
-    let n = (prefix as usize).div_ceil(8);
-    let mut addr = bytes[..n].to_vec();
-    if !prefix.is_multiple_of(8) {
-        addr[n - 1] &= 0xffu8 << (8 - prefix % 8);
-    }
-    let mut o = Vec::with_capacity(8 + n);
-    o.extend_from_slice(&OPT_ECS.to_be_bytes());
-    o.extend_from_slice(&((4 + n) as u16).to_be_bytes());
-    o.extend_from_slice(&family.to_be_bytes());
-    o.push(prefix);
-    o.push(0); // SCOPE PREFIX-LENGTH must be 0 in queries
-    o.extend_from_slice(&addr);
-    o
 }
 
 #[cfg(test)]
@@ -242,25 +202,6 @@ mod tests {
         want.extend_from_slice(b"\x03www\x07example\x04test\x00\x00\x01\x00\x01");
         want.extend_from_slice(&[0, 0, 41, 0x04, 0xd0, 0, 0, 0, 0, 0, 0]);
         assert_eq!(w, want);
-    }
-
-    #[test]
-    fn ecs_option_truncates_and_masks() {
-        assert_eq!(
-            ecs_option("85.214.7.9".parse().unwrap(), 24),
-            vec![0, 8, 0, 7, 0, 1, 24, 0, 85, 214, 7]
-        );
-        assert_eq!(
-            ecs_option("85.214.255.9".parse().unwrap(), 20),
-            vec![0, 8, 0, 7, 0, 1, 20, 0, 85, 214, 0xf0]
-        );
-        assert_eq!(
-            ecs_option("1.2.3.4".parse().unwrap(), 0),
-            vec![0, 8, 0, 4, 0, 1, 0, 0]
-        );
-        let v6 = ecs_option("2a00:1450:4001:8ff::1".parse().unwrap(), 56);
-        assert_eq!(&v6[..8], &[0, 8, 0, 11, 0, 2, 56, 0]);
-        assert_eq!(&v6[8..], &[0x2a, 0x00, 0x14, 0x50, 0x40, 0x01, 0x08]);
     }
 
     #[test]
