@@ -1,5 +1,5 @@
-//! The HTTP API server and its routes: `GET /metrics` ([`prometheus`]),
-//! `GET /status` ([`status`]) and the operator overrides ([`overrides`]).
+//! The HTTP API server and its routes: `GET /metrics` (`prometheus`),
+//! `GET /status` (`status`) and the operator overrides (`overrides`).
 //! HTTP/1.1 by hyper, keep-alive allowed, at most [`MAX_CONNECTIONS`] at
 //! once. There is no authentication: bind it to loopback or a management
 //! network.
