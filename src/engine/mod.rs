@@ -14,16 +14,7 @@ use crate::health::{CheckSpec, HealthTable};
 use crate::pool::{Member, Mode, Pool};
 use crate::zone::Zone;
 
-/// What to answer when every candidate pool is down.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AllDown {
-    /// Every member of the first pool, regardless of health (fail open).
-    All,
-    /// NODATA with the SOA.
-    Empty,
-    /// SERVFAIL: let resolvers try again (or elsewhere).
-    Servfail,
-}
+pub use crate::pool::AllDown;
 
 /// Where a bound name's addresses come from.
 #[derive(Debug, Clone)]
@@ -131,13 +122,7 @@ impl Engine {
 
     /// The served zone that holds `name` (lower-cased wire), if any.
     pub fn zone_for(&self, name: &[u8]) -> Option<&Zone> {
-        let mut w = name;
-        loop {
-            if let Some(&i) = self.zone_index.get(w) {
-                return Some(&self.zones[i]);
-            }
-            w = crate::zone::parent(w)?;
-        }
+        crate::zone::zone_of(&self.zone_index, name).map(|i| &self.zones[i])
     }
 
     /// Is this member usable right now?

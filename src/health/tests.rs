@@ -5,6 +5,8 @@ use super::checker::step;
 use super::overrides::{override_for, OverrideMap as Overrides};
 use super::probe::{dechunk, parse_status, request};
 use super::*;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 fn check(kind: CheckKind) -> Check {
     Check {
@@ -174,87 +176,6 @@ fn effective_port_and_override_precedence() {
         Some(check(CheckKind::Https)),
     );
     assert_eq!(v6.target(), "[::1]:8443");
-}
-
-fn parse(toml_text: &str) -> Result<BTreeMap<String, Check>, String> {
-    let src = Source {
-        path: "t.toml".into(),
-        text: toml_text.to_string(),
-    };
-    let cfg = src.parse().map_err(|e| e.to_string())?;
-    parse_checks(&src, &cfg.check).map_err(|e| e.to_string())
-}
-
-#[test]
-fn parse_check_tables() {
-    let c = parse(
-        r#"
-[check.web]
-type = "http"
-interval_ms = 200
-timeout_ms = 100
-path = "/healthz"
-host = "svc.example"
-expect_status = ["200", "204-299"]
-expect_body = "ok"
-
-[check.secs]
-type = "https"
-interval = 2
-timeout = 0.5
-tls_verify = false
-unknown_is_up = false
-
-[check.t]
-type = "tcp"
-"#,
-    )
-    .unwrap();
-    let web = &c["web"];
-    assert_eq!(
-        (web.interval_ms, web.timeout_ms, web.rise, web.fall),
-        (200, 100, 2, 3)
-    );
-    assert_eq!(web.expect_status, vec![(200, 200), (204, 299)]);
-    let s = &c["secs"];
-    assert_eq!((s.interval_ms, s.timeout_ms), (2000, 500));
-    assert!(!s.tls_verify && !s.unknown_is_up);
-    let t = &c["t"];
-    assert_eq!((t.interval_ms, t.timeout_ms), (10_000, 3_000));
-}
-
-#[test]
-fn parse_check_errors() {
-    for (text, want) in [
-        ("[check.a]\ntype = \"icmp\"", "unknown type"),
-        (
-            "[check.a]\ntype = \"tcp\"\ninterval_ms = 100\ntimeout_ms = 100",
-            "less than the interval",
-        ),
-        ("[check.a]\ntype = \"tcp\"\nrise = 0", "rise and fall"),
-        ("[check.a]\ntype = \"tcp\"\npath = \"/x\"", "only to http"),
-        (
-            "[check.a]\ntype = \"http\"\ntls_verify = false",
-            "only to https",
-        ),
-        (
-            "[check.a]\ntype = \"http\"\nexpect_status = [\"2xx\"]",
-            "bad expect_status",
-        ),
-        (
-            "[check.a]\ntype = \"http\"\npath = \"x\"",
-            "path must start",
-        ),
-        (
-            "[check.a]\ntype = \"http\"\ninterval = 1\ninterval_ms = 1000",
-            "not both",
-        ),
-        ("[check.a]\ntype = \"http\"\nbogus = 1", "unknown field"),
-    ] {
-        let e = parse(text).unwrap_err();
-        assert!(e.contains(want), "{text}: {e}");
-        assert!(e.contains("t.toml:"), "{e}");
-    }
 }
 
 #[test]

@@ -12,6 +12,17 @@ pub use select::{select, Selector};
 
 use std::net::IpAddr;
 
+/// What to answer when every candidate pool is down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllDown {
+    /// Every member of the first pool, regardless of health (fail open).
+    All,
+    /// NODATA with the SOA.
+    Empty,
+    /// SERVFAIL: let resolvers try again (or elsewhere).
+    Servfail,
+}
+
 /// Most members of one family a pool may hold (answers are built on the stack).
 pub const MAX_MEMBERS: usize = 256;
 /// Most members `some` may return.

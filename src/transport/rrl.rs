@@ -21,7 +21,7 @@ use std::hash::BuildHasher;
 use std::net::IpAddr;
 use std::time::Instant;
 
-pub use crate::config::settings::RrlConfig;
+pub use crate::config::RrlConfig;
 
 /// What to do with one response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

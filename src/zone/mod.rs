@@ -22,6 +22,18 @@ use parse::{SourceRdata, SourceRecord};
 /// cannot lengthen their probe chains.
 pub type NameMap<V> = HashMap<Box<[u8]>, V, BuildHasherDefault<rustc_hash::FxHasher>>;
 
+/// The zone that holds `name` (lower-cased wire): the index of its longest
+/// suffix in `index` (apex → place in the zone list).
+pub fn zone_of(index: &NameMap<usize>, name: &[u8]) -> Option<usize> {
+    let mut w = name;
+    loop {
+        if let Some(&i) = index.get(w) {
+            return Some(i);
+        }
+        w = parent(w)?;
+    }
+}
+
 /// The sections of one answer at a node, ready to copy after the question.
 /// The zone only stores them (the answer layer renders them), so that a
 /// query for a static name costs one copy; the question has the same length

@@ -1,61 +1,16 @@
-//! One probe of one entry: a TCP connect, an HTTP GET or an HTTPS GET.
-//! A probe returns `Ok(what it saw)` or `Err(why it failed)`; the caller
-//! bounds it with the check's timeout.
+//! The HTTP/1.1 exchange of `http` and `https` checks (RFC 9112): one GET
+//! with `Connection: close`, the response read up to [`MAX_RESPONSE`],
+//! framed by content-length or chunked coding, judged by status and body.
 
-use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, OnceLock};
+use std::net::IpAddr;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio_rustls::rustls;
-use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 
-use super::{Check, CheckKind, CheckSpec};
+use super::io_text;
+use crate::health::{Check, CheckKind};
 
 /// Most bytes of an HTTP response read (status line, headers and body).
 pub const MAX_RESPONSE: usize = 64 * 1024;
-
-/// Run one probe for `spec` (which has a check).
-pub async fn probe(spec: &CheckSpec) -> Result<String, String> {
-    let Some(check) = &spec.check else {
-        return Ok("no check".into());
-    };
-    let Some(port) = spec.effective_port() else {
-        return Err("no port to check".into());
-    };
-    let sa = SocketAddr::new(spec.addr, port);
-    let tcp = TcpStream::connect(sa)
-        .await
-        .map_err(|e| format!("connect: {}", io_text(&e)))?;
-    match check.kind {
-        CheckKind::None => Ok("no check".into()),
-        CheckKind::Tcp => Ok("connected".into()),
-        CheckKind::Http => {
-            let _ = tcp.set_nodelay(true);
-            let mut tcp = tcp;
-            http_exchange(&mut tcp, &request(spec.addr, port, check), check).await
-        }
-        CheckKind::Https => {
-            let _ = tcp.set_nodelay(true);
-            let name = server_name(spec.addr, check)?;
-            let connector = tokio_rustls::TlsConnector::from(tls_config(check.tls_verify));
-            let mut tls = connector
-                .connect(name, tcp)
-                .await
-                .map_err(|e| format!("tls: {}", io_text(&e)))?;
-            // Dropped without close_notify: the request said Connection: close.
-            http_exchange(&mut tls, &request(spec.addr, port, check), check).await
-        }
-    }
-}
-
-fn io_text(e: &std::io::Error) -> String {
-    // rustls errors come wrapped in io::Error; show the inner one.
-    match e.get_ref() {
-        Some(inner) => inner.to_string(),
-        None => e.to_string(),
-    }
-}
 
 /// The request: GET path with Host, and `Connection: close`.
 pub fn request(addr: IpAddr, port: u16, check: &Check) -> Vec<u8> {
@@ -85,11 +40,6 @@ pub fn request(addr: IpAddr, port: u16, check: &Check) -> Vec<u8> {
         env!("CARGO_PKG_VERSION")
     )
     .into_bytes()
-}
-
-fn server_name(addr: IpAddr, check: &Check) -> Result<ServerName<'static>, String> {
-    let name = check.host.clone().unwrap_or_else(|| addr.to_string());
-    ServerName::try_from(name.clone()).map_err(|_| format!("tls: bad server name {name:?}"))
 }
 
 /// Read into `buf`; 0 at the end of the stream. A TLS peer that closes
@@ -265,83 +215,5 @@ pub fn dechunk(mut b: &[u8]) -> (Vec<u8>, bool) {
             return (out, false);
         }
         b = &b[2..];
-    }
-}
-
-/// The rustls client configs (ring provider), built once: one verifying
-/// against the Mozilla roots (webpki-roots), one that accepts any certificate.
-pub fn tls_config(verify: bool) -> Arc<rustls::ClientConfig> {
-    static VERIFY: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
-    static INSECURE: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
-    let cell = if verify { &VERIFY } else { &INSECURE };
-    cell.get_or_init(|| {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-            .with_safe_default_protocol_versions()
-            .expect("ring supports the default protocol versions");
-        let mut cfg = if verify {
-            let roots = rustls::RootCertStore {
-                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-            };
-            builder.with_root_certificates(roots).with_no_client_auth()
-        } else {
-            builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
-                .with_no_client_auth()
-        };
-        cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
-        Arc::new(cfg)
-    })
-    .clone()
-}
-
-/// `tls_verify = false`: any certificate, any name. The handshake signature
-/// is still checked (the peer holds the key of the certificate it sent).
-#[derive(Debug)]
-struct NoVerify(Arc<rustls::crypto::CryptoProvider>);
-
-impl rustls::client::danger::ServerCertVerifier for NoVerify {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
     }
 }

@@ -1,0 +1,224 @@
+//! The lock-free health table the answer path reads: per entry a probed
+//! state and an operator override (relaxed atomics), plus counters and
+//! details for `/status` that the query path never touches.
+
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime};
+
+use super::spec::{carry_map, CheckSpec};
+use crate::metrics::Histogram;
+
+/// Health state: not probed yet (counts as up unless `unknown_is_up = false`).
+pub const UNKNOWN: u8 = 0;
+/// Health state: up.
+pub const UP: u8 = 1;
+/// Health state: down.
+pub const DOWN: u8 = 2;
+
+/// Operator override of a member's state.
+pub const OVR_NONE: u8 = 0;
+/// Override: up whatever the probes say.
+pub const OVR_UP: u8 = 1;
+/// Override: down whatever the probes say.
+pub const OVR_DOWN: u8 = 2;
+/// Override: down, and left out even when every pool is down.
+pub const OVR_DRAIN: u8 = 3;
+
+/// The name of a health state (`up`, `down`, `unknown`).
+pub fn state_name(s: u8) -> &'static str {
+    match s {
+        UP => "up",
+        DOWN => "down",
+        _ => "unknown",
+    }
+}
+
+/// The name of an override (`up`, `down`, `drain`, `none`).
+pub fn override_name(o: u8) -> &'static str {
+    match o {
+        OVR_UP => "up",
+        OVR_DOWN => "down",
+        OVR_DRAIN => "drain",
+        _ => "none",
+    }
+}
+
+/// An override from its name (`clear` and the empty string mean `none`).
+pub fn parse_override(s: &str) -> Option<u8> {
+    match s {
+        "up" => Some(OVR_UP),
+        "down" => Some(OVR_DOWN),
+        "drain" => Some(OVR_DRAIN),
+        "none" | "clear" | "" => Some(OVR_NONE),
+        _ => None,
+    }
+}
+
+/// What the checker knows about one entry beyond its state: the run
+/// counters of the state machine, the last result and the last change.
+/// Written by the entry's checker task, read by `/status`; never touched by
+/// the answer path.
+#[derive(Debug, Default, Clone)]
+pub struct Detail {
+    /// Which checker generation may write this entry (see `checker`).
+    pub owner: u64,
+    /// Passed probes in a row (0 after a failure).
+    pub ok_run: u32,
+    /// Failed probes in a row (0 after a pass).
+    pub fail_run: u32,
+    /// Last probe: Some(true) passed, Some(false) failed, None not yet.
+    pub last_ok: Option<bool>,
+    /// What the last probe saw ("HTTP 200", "connect: Connection refused").
+    pub reason: String,
+    /// When the last probe finished.
+    pub last_check: Option<SystemTime>,
+    /// How long the last probe took, in seconds.
+    pub latency_s: f64,
+    /// When the state last changed (None: never since start-up).
+    pub last_change: Option<SystemTime>,
+    /// Why the state last changed ("3 failures in a row: ...").
+    pub change_reason: String,
+    /// When the current or last probe started, to keep the cadence across reloads.
+    pub last_start: Option<Instant>,
+    /// A probe is running now.
+    pub in_flight: bool,
+}
+
+/// Counters and details of one entry. Shared (by `Arc`) between the tables
+/// of successive reloads while the entry's spec does not change, so the
+/// counters stay monotonic and the details carry over.
+#[derive(Debug, Default)]
+pub struct EntryStats {
+    /// The run counters and last result; lock with [`EntryStats::detail`].
+    pub detail: Mutex<Detail>,
+    /// Probes finished.
+    pub checks: AtomicU64,
+    /// Probes that failed.
+    pub failures: AtomicU64,
+    /// Changes to up.
+    pub to_up: AtomicU64,
+    /// Changes to down.
+    pub to_down: AtomicU64,
+    /// Probe durations, failures included.
+    pub latency: Histogram,
+}
+
+impl EntryStats {
+    /// Lock the detail, ignoring poisoning (a panicked writer leaves plain data).
+    pub fn detail(&self) -> std::sync::MutexGuard<'_, Detail> {
+        self.detail.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The health of every distinct check target (an entry per [`CheckSpec`],
+/// in `Engine::checks` order; `Member::health` indexes it), read per query
+/// with relaxed atomic loads.
+///
+/// Each entry has a probed state (`UNKNOWN`, `UP`, `DOWN`), written only by
+/// its checker task, and an operator override (`OVR_*`), set from the
+/// operator's override map (see `overrides`); an override other than `OVR_NONE` wins over the probed state.
+/// The table belongs to one engine and is shared (by `Arc`) with the
+/// checkers while that engine serves; a reload builds a new table that
+/// carries states, overrides and counters over (see [`HealthTable::new`]).
+pub struct HealthTable {
+    state: Vec<AtomicU8>,
+    overrides: Vec<AtomicU8>,
+    unknown_up: Vec<bool>,
+    stats: Vec<Arc<EntryStats>>,
+}
+
+impl HealthTable {
+    /// A table for `specs`, carrying states (and counters) over from a
+    /// previous table for specs that did not change, or whose check changed
+    /// only in timing (see `carry_map`).
+    pub fn new(specs: &[CheckSpec], prev: Option<(&HealthTable, &[CheckSpec])>) -> HealthTable {
+        let mut state = Vec::with_capacity(specs.len());
+        let mut overrides = Vec::with_capacity(specs.len());
+        let mut unknown_up = Vec::with_capacity(specs.len());
+        let mut stats = Vec::with_capacity(specs.len());
+        let carried = prev.map(|(_, ps)| carry_map(specs, ps));
+        for (k, s) in specs.iter().enumerate() {
+            let old = prev.and_then(|(t, _)| carried.as_ref()?[k].map(|i| (t, i)));
+            let (st, ov, stat) = match old {
+                Some((t, i)) => (
+                    t.state(i as u32),
+                    t.override_of(i as u32),
+                    t.stats[i].clone(),
+                ),
+                None => (
+                    if s.check.is_none() { UP } else { UNKNOWN },
+                    OVR_NONE,
+                    Arc::new(EntryStats::default()),
+                ),
+            };
+            state.push(AtomicU8::new(st));
+            overrides.push(AtomicU8::new(ov));
+            unknown_up.push(s.check.as_ref().map(|c| c.unknown_is_up).unwrap_or(true));
+            stats.push(stat);
+        }
+        HealthTable {
+            state,
+            overrides,
+            unknown_up,
+            stats,
+        }
+    }
+
+    /// Is entry `i` usable in answers? The per-query path: no lock, no allocation.
+    #[inline]
+    pub fn is_up(&self, i: u32) -> bool {
+        let i = i as usize;
+        match self.overrides[i].load(Ordering::Relaxed) {
+            OVR_UP => return true,
+            OVR_DOWN | OVR_DRAIN => return false,
+            _ => {}
+        }
+        match self.state[i].load(Ordering::Relaxed) {
+            UP => true,
+            DOWN => false,
+            _ => self.unknown_up[i],
+        }
+    }
+
+    /// Drained by the operator: left out even when every pool is down.
+    #[inline]
+    pub fn is_drained(&self, i: u32) -> bool {
+        self.overrides[i as usize].load(Ordering::Relaxed) == OVR_DRAIN
+    }
+
+    /// Entry `i`'s probed state (`UNKNOWN`, `UP` or `DOWN`), ignoring overrides.
+    pub fn state(&self, i: u32) -> u8 {
+        self.state[i as usize].load(Ordering::Relaxed)
+    }
+
+    /// Set entry `i`'s probed state (the checker does, under the entry's detail lock).
+    pub fn set_state(&self, i: u32, s: u8) {
+        self.state[i as usize].store(s, Ordering::Relaxed);
+    }
+
+    /// Entry `i`'s operator override (an `OVR_*` value).
+    pub fn override_of(&self, i: u32) -> u8 {
+        self.overrides[i as usize].load(Ordering::Relaxed)
+    }
+
+    /// Set entry `i`'s operator override.
+    pub fn set_override(&self, i: u32, o: u8) {
+        self.overrides[i as usize].store(o, Ordering::Relaxed);
+    }
+
+    /// Entry `i`'s counters and details.
+    pub fn stats(&self, i: u32) -> &Arc<EntryStats> {
+        &self.stats[i as usize]
+    }
+
+    /// Number of entries (distinct check targets).
+    pub fn len(&self) -> usize {
+        self.state.len()
+    }
+
+    /// No entries: nothing is checked.
+    pub fn is_empty(&self) -> bool {
+        self.state.is_empty()
+    }
+}
