@@ -1,0 +1,295 @@
+//! The zone walk: which zone answers (longest suffix, with DS answered by
+//! the parent side of a cut, RFC 4035 §3.1.4.1) and what it holds for the
+//! name. Authoritative lookup (RFC 1034 §4.3.2): exact match, referral at a
+//! zone cut with in-bailiwick glue, CNAME chains inside the zone (step 3a),
+//! wildcard synthesis from the closest encloser (RFC 4592 §3.3.1), ANY
+//! answered with one RRset (RFC 8482 §4.1), and negative answers with the
+//! SOA and its negative TTL (RFC 2308 §3, §5). Names bound to a pool or geo
+//! map go to `dynamic`.
+//!
+//! Invariants: allocates nothing (the CNAME chain is a fixed array);
+//! writes only through the `Writer`; a chain follows at most `MAX_CHAIN`
+//! CNAMEs, each once; a negative answer or a referral has scope 0.
+
+use std::net::IpAddr;
+
+use super::{Owner, Resolved};
+use crate::engine::{Engine, Target};
+use crate::pool::Selector;
+use crate::zone::{Chunk, Node, RRset, Zone};
+use meridian_wire::ecs::{ClientSubnet, Scope};
+use meridian_wire::writer::{Section, Writer};
+use meridian_wire::*;
+
+/// Most CNAMEs followed inside a zone before giving up (loop protection).
+const MAX_CHAIN: usize = 8;
+
+impl Engine {
+    pub(super) fn resolve(
+        &self,
+        w: &mut Writer,
+        q: &Query,
+        src: IpAddr,
+        sel: &mut Selector,
+    ) -> Resolved {
+        let name = &q.qname;
+        // Longest zone suffix. DS belongs to the parent side of a cut (RFC
+        // 4035 §3.1.4.1): at the apex of a zone whose parent zone we serve
+        // too, with the delegation in it, the parent answers.
+        let mut zone = None;
+        for i in 0..=name.nlabels {
+            if let Some(&zi) = self.zone_index.get(name.suffix(i)) {
+                if zone.is_none() {
+                    zone = Some((zi, i));
+                    if !(i == 0 && q.qtype == TYPE_DS) {
+                        break;
+                    }
+                } else {
+                    // The closest enclosing zone, if it delegates this name.
+                    if self.zones[zi].get(name.as_bytes()).is_some_and(|n| n.cut) {
+                        zone = Some((zi, i));
+                    }
+                    break;
+                }
+            }
+        }
+        let Some((zi, apex_at)) = zone else {
+            return Resolved {
+                rcode: RCODE_REFUSED,
+                aa: false,
+                scope: Scope::GLOBAL,
+                pool: None,
+            };
+        };
+        let z = &self.zones[zi];
+        let mut ctx = Ctx {
+            engine: self,
+            sel,
+            zone: z,
+            src,
+            ecs: q.edns.and_then(|e| e.ecs),
+            scope: Scope::GLOBAL,
+            pool: None,
+            qname: name.as_bytes(),
+            chain: [&[]; MAX_CHAIN],
+        };
+        let rcode = ctx.lookup(w, name, apex_at, Owner::Qname, q.qtype, 0);
+        let aa = rcode != LookupRc::Referral;
+        Resolved {
+            rcode: rcode.rcode(),
+            aa,
+            scope: ctx.scope,
+            pool: ctx.pool,
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum LookupRc {
+    NoError,
+    NxDomain,
+    Referral,
+    ServFail,
+}
+
+impl LookupRc {
+    fn rcode(self) -> u16 {
+        match self {
+            LookupRc::NoError | LookupRc::Referral => RCODE_NOERROR,
+            LookupRc::NxDomain => RCODE_NXDOMAIN,
+            LookupRc::ServFail => RCODE_SERVFAIL,
+        }
+    }
+}
+
+/// One answer's walk: the zone, the client, and what the answer so far
+/// decided (ECS scope, pool used).
+pub(super) struct Ctx<'e, 's> {
+    pub(super) engine: &'e Engine,
+    /// This thread's random generator and rotation cursors.
+    pub(super) sel: &'s mut Selector,
+    zone: &'e Zone,
+    pub(super) src: IpAddr,
+    pub(super) ecs: Option<ClientSubnet>,
+    pub(super) scope: Scope,
+    pub(super) pool: Option<(u32, u32)>,
+    /// The query name (lower-cased wire), to stop a CNAME loop back to it.
+    qname: &'e [u8],
+    /// CNAME targets already looked up in this answer (loop protection).
+    chain: [&'e [u8]; MAX_CHAIN],
+}
+
+impl<'e> Ctx<'e, '_> {
+    /// Look `name` up in the zone; `apex_at` is the label index of the apex.
+    fn lookup(
+        &mut self,
+        w: &mut Writer,
+        name: &WireName,
+        apex_at: usize,
+        owner: Owner,
+        qtype: u16,
+        depth: usize,
+    ) -> LookupRc {
+        let z = self.zone;
+        // Walk down from the apex: stop at a zone cut or at the closest encloser.
+        let mut encloser = z.apex_node();
+        let mut exact = apex_at == 0;
+        for i in (0..apex_at).rev() {
+            match z.get(name.suffix(i)) {
+                Some(node) => {
+                    // The parent side answers DS at a cut; we have none, so NODATA.
+                    if node.cut && !(i == 0 && qtype == TYPE_DS) {
+                        self.referral(w, node);
+                        return LookupRc::Referral;
+                    }
+                    encloser = node;
+                    if i == 0 {
+                        exact = true;
+                    }
+                }
+                None => break,
+            }
+        }
+        if exact {
+            if depth == 0 {
+                if let Some(p) = encloser.prerendered(qtype) {
+                    w.put(&p.bytes);
+                    w.an += p.an;
+                    w.ns += p.ns;
+                    w.ar += p.ar;
+                    return if p.rcode == RCODE_NXDOMAIN {
+                        LookupRc::NxDomain
+                    } else {
+                        LookupRc::NoError
+                    };
+                }
+            }
+            return self.answer_node(w, encloser, owner, qtype, depth);
+        }
+        // RFC 4592 §3.3.1: the source of synthesis is *.<closest encloser>.
+        let mut wild = [0u8; MAX_NAME + 2];
+        let enc = &encloser.name;
+        if enc.len() + 2 <= MAX_NAME {
+            wild[0] = 1;
+            wild[1] = b'*';
+            wild[2..2 + enc.len()].copy_from_slice(enc);
+            if let Some(node) = z.get(&wild[..2 + enc.len()]) {
+                return self.answer_node(w, node, owner, qtype, depth);
+            }
+        }
+        self.negative(w);
+        LookupRc::NxDomain
+    }
+
+    fn answer_node(
+        &mut self,
+        w: &mut Writer,
+        node: &'e Node,
+        owner: Owner,
+        qtype: u16,
+        depth: usize,
+    ) -> LookupRc {
+        if let Some(b) = node.dynamic {
+            let binding = &self.engine.bindings[b as usize];
+            let family = match qtype {
+                TYPE_A => Some(false),
+                TYPE_AAAA => Some(true),
+                // RFC 8482 §4.1: answer ANY with one RRset; the addresses are it
+                // (IPv4, or IPv6 for a pool that has no IPv4 members).
+                TYPE_ANY => Some(matches!(binding.target,
+                    Target::Pool(p) if self.engine.pools[p].v4.is_empty())),
+                _ => None,
+            };
+            if let Some(v6) = family {
+                return self.dynamic(w, b, binding, owner, v6);
+            }
+        }
+        if let Some(cname) = node.rrset(TYPE_CNAME) {
+            if qtype != TYPE_CNAME {
+                owner.write_rrset(w, cname);
+                return self.follow(w, cname, qtype, depth);
+            }
+        }
+        if qtype == TYPE_ANY {
+            if let Some(set) = node.rrsets.first() {
+                owner.write_rrset(w, set);
+                return LookupRc::NoError;
+            }
+        } else if let Some(set) = node.rrset(qtype) {
+            owner.write_rrset(w, set);
+            return LookupRc::NoError;
+        }
+        self.negative(w);
+        LookupRc::NoError
+    }
+
+    /// Follow a CNAME inside the zone (RFC 1034 §4.3.2 step 3a).
+    fn follow(&mut self, w: &mut Writer, cname: &'e RRset, qtype: u16, depth: usize) -> LookupRc {
+        let Some(Chunk::Name(target)) = cname.rdatas.first().and_then(|r| r.0.first()) else {
+            return LookupRc::NoError;
+        };
+        // `depth` links have been followed so far: at most MAX_CHAIN in all.
+        if depth >= MAX_CHAIN || !meridian_wire::name::is_subdomain(target, &self.zone.origin) {
+            return LookupRc::NoError;
+        }
+        // A loop: the target is already in the answer (each CNAME once).
+        let seen = &self.chain[..depth];
+        if **target == *self.qname || seen.iter().any(|&n| *n == **target) {
+            return LookupRc::NoError;
+        }
+        self.chain[depth] = &target[..];
+        let mut tn = WireName::default();
+        if !tn.set(target) {
+            return LookupRc::NoError;
+        }
+        let apex_at = tn.nlabels - self.zone.origin_labels;
+        let (mark, overflow) = (w.len, w.overflow);
+        let (ns, ar) = (w.ns, w.ar);
+        match self.lookup(w, &tn, apex_at, Owner::Name(target), qtype, depth + 1) {
+            // A referral inside a chain: the resolver chases the target
+            // itself. Take the referral's records out of the message too.
+            LookupRc::Referral => {
+                w.truncate(mark);
+                w.overflow = overflow;
+                w.ns = ns;
+                w.ar = ar;
+                LookupRc::NoError
+            }
+            rc => rc,
+        }
+    }
+
+    /// NXDOMAIN / NODATA authority: the SOA with the negative TTL (RFC 2308 §3).
+    pub(super) fn negative(&mut self, w: &mut Writer) {
+        self.negative_ttl(w, self.zone.negative_ttl);
+    }
+
+    pub(super) fn negative_ttl(&mut self, w: &mut Writer, ttl: u32) {
+        let z = self.zone;
+        if let Some(soa) = z.apex_node().rrset(TYPE_SOA) {
+            w.put_rrset(Section::Authority, &z.origin, soa, ttl.min(z.negative_ttl));
+        }
+        // A negative answer never depends on the client (RFC 7871 §7.4).
+        self.scope = Scope::GLOBAL;
+    }
+
+    fn referral(&mut self, w: &mut Writer, cut: &Node) {
+        let Some(ns) = cut.rrset(TYPE_NS) else { return };
+        w.put_rrset(Section::Authority, &cut.name, ns, ns.ttl);
+        // Glue: addresses of in-bailiwick name servers.
+        for rd in &ns.rdatas {
+            if let Some(Chunk::Name(target)) = rd.0.first() {
+                if meridian_wire::name::is_subdomain(target, &cut.name) {
+                    if let Some(node) = self.zone.get(target) {
+                        for t in [TYPE_A, TYPE_AAAA] {
+                            if let Some(set) = node.rrset(t) {
+                                w.put_rrset(Section::Additional, target, set, set.ttl);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        self.scope = Scope::GLOBAL;
+    }
+}
