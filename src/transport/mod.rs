@@ -14,6 +14,7 @@
 //! more than half of the slots are taken (as NSD does), so slow clients
 //! cannot hold the slots against others.
 
+mod mmsg;
 pub mod rrl;
 pub mod state;
 pub mod tcp;
