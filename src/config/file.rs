@@ -31,7 +31,7 @@ pub struct ConfigFile {
     pub check: BTreeMap<String, Spanned<CheckCfg>>,
 }
 
-/// `[server]`, as written; checked into [`ServerSettings`].
+/// `[server]`, as written; checked into [`ServerSettings`](super::ServerSettings).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerCfg {
