@@ -1,9 +1,13 @@
 //! `meridian check`: the summary printed for a config that loads.
 
+use std::sync::Arc;
+
 use crate::engine::{Engine, Target};
 
-/// What a valid config serves: zones, pools and bound names.
+/// What a valid config serves: zones, pools, bound names and the geo
+/// tables they use (names whose rules have one shape share a table).
 pub fn summary(e: &Engine) -> String {
+    let tables = e.geo_tables();
     let mut s = String::new();
     s.push_str(&format!("config {} is valid\n", e.config_path.display()));
     for z in &e.zones {
@@ -18,11 +22,27 @@ pub fn summary(e: &Engine) -> String {
     for b in &e.bindings {
         let kind = match &b.target {
             Target::Pool(p) => format!("pool {}", e.pools[*p].name),
-            Target::Geo(_) => "geo".to_string(),
+            Target::Geo(m) => {
+                let k = tables.iter().position(|t| Arc::ptr_eq(t, m.table()));
+                format!("geo table {}", k.map_or(0, |k| k + 1))
+            }
         };
         s.push_str(&format!(
             "name {}: {kind}, mode {}, ttl {}\n",
             b.name, b.mode, b.ttl
+        ));
+    }
+    if !tables.is_empty() {
+        let geo_names = e
+            .bindings
+            .iter()
+            .filter(|b| matches!(b.target, Target::Geo(_)))
+            .count();
+        let (blocks, bytes) = e.geo_blocks();
+        s.push_str(&format!(
+            "geo tables: {} for {geo_names} geo name(s), {blocks} decision block(s) in {} KiB\n",
+            tables.len(),
+            bytes / 1024
         ));
     }
     s.trim_end().to_string()

@@ -10,7 +10,7 @@ use super::{Binding, Engine, Target};
 use crate::config::names::NameTarget;
 use crate::config::{self, ConfigFile, ServerSettings, Source};
 use crate::error::LocatedError;
-use crate::geo::GeoMap;
+use crate::geo::{GeoMap, RuleSet, TableCache};
 use crate::health::{CheckSpec, HealthTable};
 use crate::pool::Pool;
 use crate::zone::name_text;
@@ -50,6 +50,8 @@ pub(super) fn build(
     // Names bound to pools.
     let mut bindings = Vec::new();
     let mut bound_at = HashMap::new();
+    // Geo names wait for their tables: (binding, rules, span, name).
+    let mut geo_names = Vec::new();
     for (name, nc) in &cfg.name {
         let span = nc.span();
         let w = config::names::owner(src, name, span.clone())?;
@@ -91,10 +93,9 @@ pub(super) fn build(
         let target = match r.target {
             NameTarget::Pool(p) => Target::Pool(p),
             NameTarget::Geo(rules) => {
-                let map = GeoMap::compile(geo.as_deref(), &rules);
-                families_everywhere(&map, &pools)
-                    .map_err(|m| src.err(span.clone(), format!("geo name {name}: {m}")))?;
-                Target::Geo(Box::new(map))
+                geo_names.push((bindings.len(), rules, span.clone(), name));
+                // Replaced below, once the tables are compiled.
+                Target::Pool(usize::MAX)
             }
         };
         let node = zone.node_id(&w);
@@ -119,6 +120,18 @@ pub(super) fn build(
             target,
             slot: bindings.len() * 2,
         });
+    }
+
+    // Geo tables: one per distinct rule shape, the distinct ones built in
+    // parallel; names with rules of one shape share a table.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let rules: Vec<&RuleSet> = geo_names.iter().map(|(_, r, _, _)| &**r).collect();
+    let mut cache = TableCache::new();
+    let maps = cache.compile_all(geo.as_deref(), &rules, threads);
+    for ((b, _, span, name), map) in geo_names.iter().zip(maps) {
+        families_everywhere(&map, &pools)
+            .map_err(|m| src.err(span.clone(), format!("geo name {name}: {m}")))?;
+        bindings[*b].target = Target::Geo(Box::new(map));
     }
 
     let health = Arc::new(HealthTable::new(
@@ -147,24 +160,20 @@ pub(super) fn build(
 /// it for every client. So either every pool list the map hands out has a
 /// member of the family (the failover walk finds it), or none has.
 fn families_everywhere(map: &GeoMap, pools: &[Pool]) -> Result<(), String> {
-    let mut used = vec![false; map.decision_count()];
-    for (_, id) in map.blocks() {
-        used[id as usize] = true;
-    }
-    let names = |id: usize| {
-        map.decision(id as u32)
+    let names = |id: u32| {
+        map.decision(id)
             .iter()
             .map(|&p| pools[p].name.as_str())
             .collect::<Vec<_>>()
             .join(", ")
     };
     for (v6, fam, t) in [(false, "IPv4", "A"), (true, "IPv6", "AAAA")] {
-        let has = |id: usize| {
-            map.decision(id as u32)
+        let has = |id: u32| {
+            map.decision(id)
                 .iter()
                 .any(|&p| !pools[p].family(v6).is_empty())
         };
-        let ids = (0..used.len()).filter(|&i| used[i]);
+        let ids = map.used_decisions().iter().copied();
         let with = ids.clone().find(|&i| has(i));
         let without = ids.clone().find(|&i| !has(i));
         if let (Some(w), Some(wo)) = (with, without) {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::config::{ServerSettings, Source};
 use crate::error::LocatedError;
-use crate::geo::{GeoDb, GeoMap};
+use crate::geo::{GeoDb, GeoMap, GeoTable};
 use crate::health::{CheckSpec, HealthTable};
 use crate::pool::{Member, Mode, Pool};
 use crate::zone::Zone;
@@ -110,14 +110,26 @@ impl Engine {
     /// Decision blocks over every geo name, and the octets they take.
     pub fn geo_blocks(&self) -> (usize, usize) {
         let (mut blocks, mut bytes) = (0usize, 0usize);
-        for b in &self.bindings {
-            if let Target::Geo(m) = &b.target {
-                let (v4, v6) = m.block_count();
-                blocks += v4 + v6;
-                bytes += m.table_bytes();
-            }
+        for t in self.geo_tables() {
+            let (v4, v6) = t.block_count();
+            blocks += v4 + v6;
+            bytes += t.table_bytes();
         }
         (blocks, bytes)
+    }
+
+    /// The distinct geo tables, in binding order of first use (names whose
+    /// rules have one shape share a table).
+    pub fn geo_tables(&self) -> Vec<&Arc<GeoTable>> {
+        let mut out: Vec<&Arc<GeoTable>> = Vec::new();
+        for b in &self.bindings {
+            if let Target::Geo(m) = &b.target {
+                if !out.iter().any(|t| Arc::ptr_eq(t, m.table())) {
+                    out.push(m.table());
+                }
+            }
+        }
+        out
     }
 
     /// The served zone that holds `name` (lower-cased wire), if any.

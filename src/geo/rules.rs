@@ -9,7 +9,9 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
+use std::fmt::Write as _;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 
@@ -33,6 +35,28 @@ pub struct RuleSet {
     pub default: Vec<usize>,
     /// Nearest mode: (pool, latitude, longitude) per site.
     pub nearest: Option<Vec<(usize, f64, f64)>>,
+}
+
+/// Numbers pools in order of first use (see `RuleSet::shape`).
+#[derive(Default)]
+struct Labeler {
+    pools: Vec<usize>,
+}
+
+impl Labeler {
+    fn label(&mut self, p: usize) -> usize {
+        match self.pools.iter().position(|&q| q == p) {
+            Some(l) => l,
+            None => {
+                self.pools.push(p);
+                self.pools.len() - 1
+            }
+        }
+    }
+
+    fn list(&mut self, v: &[usize]) -> Vec<usize> {
+        v.iter().map(|&p| self.label(p)).collect()
+    }
 }
 
 /// Which rule chose the pools.
@@ -77,6 +101,65 @@ impl RuleSet {
             default: self.default.clone(),
             nearest: self.nearest.clone(),
         }
+    }
+
+    /// The rules' shape and its labelling: the same rules with every pool
+    /// replaced by a label (0, 1, ... in order of first use: default, nets
+    /// in order, then subdivision, country and continent keys in sorted
+    /// order, then nearest sites), and the pool of each label. Two rule
+    /// sets with equal shapes partition the address space into the same
+    /// blocks, because labels and pools correspond one to one.
+    fn shape(&self) -> (RuleSet, Vec<usize>) {
+        let mut l = Labeler::default();
+        let keyed = |l: &mut Labeler, m: &HashMap<String, Vec<usize>>| {
+            let sorted: BTreeMap<&String, &Vec<usize>> = m.iter().collect();
+            sorted
+                .into_iter()
+                .map(|(k, v)| (k.clone(), l.list(v)))
+                .collect::<HashMap<String, Vec<usize>>>()
+        };
+        let default = l.list(&self.default);
+        let nets = self.nets.iter().map(|(n, v)| (*n, l.list(v))).collect();
+        let subdivision = keyed(&mut l, &self.subdivision);
+        let country = keyed(&mut l, &self.country);
+        let continent = keyed(&mut l, &self.continent);
+        let nearest = self.nearest.as_ref().map(|sites| {
+            sites
+                .iter()
+                .map(|&(p, la, lo)| (l.label(p), la, lo))
+                .collect()
+        });
+        let shape = RuleSet {
+            nets,
+            subdivision,
+            country,
+            continent,
+            default,
+            nearest,
+        };
+        (shape, l.pools)
+    }
+
+    /// A text that is equal for two normalized rule sets exactly when their
+    /// rules are equal: the key under which compiled tables are shared.
+    fn key(&self) -> String {
+        let mut k = String::new();
+        let _ = write!(k, "d{:?}|n{:?}", self.default, self.nets);
+        for (tag, m) in [
+            ("s", &self.subdivision),
+            ("c", &self.country),
+            ("k", &self.continent),
+        ] {
+            let sorted: BTreeMap<_, _> = m.iter().collect();
+            let _ = write!(k, "|{tag}{sorted:?}");
+        }
+        if let Some(sites) = &self.nearest {
+            k.push_str("|g");
+            for (l, la, lo) in sites {
+                let _ = write!(k, "{l}:{:x}:{:x},", la.to_bits(), lo.to_bits());
+            }
+        }
+        k
     }
 
     /// The CIDR override for `addr`: longest prefix, first listed on a tie.
@@ -201,33 +284,26 @@ impl Interner {
     }
 }
 
-/// Compiled rules: per-query decision and scope in one table lookup.
-#[derive(Clone)]
-pub struct GeoMap {
+/// A compiled partition in label space: every block's decision is a list
+/// of labels. Shared (by `Arc`) by every name whose rules have one shape;
+/// each name binds the labels to its own pools (see [`GeoMap`]).
+pub struct GeoTable {
     v4: Table<u32>,
     v6: Table<u128>,
-    /// Decision `id` is `pools[offsets[id]..offsets[id + 1]]`.
-    pools: Box<[usize]>,
+    /// Decision `id` is `labels[offsets[id]..offsets[id + 1]]`.
+    labels: Box<[usize]>,
     offsets: Box<[u32]>,
+    /// The decisions that some block has (others were interned but lost
+    /// every block to a longer override or a special-use block).
+    used: Box<[u32]>,
     uniform: bool,
+    /// The normalized rules in label space.
     rules: RuleSet,
 }
 
-impl fmt::Debug for GeoMap {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("GeoMap")
-            .field("blocks_v4", &self.v4.len())
-            .field("blocks_v6", &self.v6.len())
-            .field("decisions", &(self.offsets.len() - 1))
-            .field("uniform", &self.uniform)
-            .finish()
-    }
-}
-
-impl GeoMap {
-    /// Build the partition of both families for `rules` over `db`.
-    pub fn compile(db: Option<&GeoDb>, rules: &RuleSet) -> GeoMap {
-        let rules = rules.normalized();
+impl GeoTable {
+    /// Build the partition of both families for normalized, labelled rules.
+    fn compile(db: Option<&GeoDb>, rules: RuleSet) -> GeoTable {
         let mut interner = Interner::default();
         let default_id = interner.id(&rules.default);
 
@@ -279,20 +355,158 @@ impl GeoMap {
 
         let first = v4.iter().next().map(|b| b.2).unwrap_or(default_id);
         let uniform = !v4.any_other(first) && !v6.any_other(first);
-        let mut pools = Vec::new();
+        let mut labels = Vec::new();
         let mut offsets = vec![0u32];
         for l in &interner.lists {
-            pools.extend_from_slice(l);
-            offsets.push(pools.len() as u32);
+            labels.extend_from_slice(l);
+            offsets.push(labels.len() as u32);
         }
-        GeoMap {
+        let mut seen = vec![false; interner.lists.len()];
+        for (_, _, id) in v4.iter() {
+            seen[id as usize] = true;
+        }
+        for (_, _, id) in v6.iter() {
+            seen[id as usize] = true;
+        }
+        let used = (0..seen.len() as u32)
+            .filter(|&i| seen[i as usize])
+            .collect();
+        GeoTable {
             v4,
             v6,
-            pools: pools.into_boxed_slice(),
+            labels: labels.into_boxed_slice(),
             offsets: offsets.into_boxed_slice(),
+            used,
             uniform,
             rules,
         }
+    }
+
+    /// Bytes held by the IPv4 and IPv6 lookup tables.
+    pub fn table_bytes(&self) -> usize {
+        self.v4.heap_bytes() + self.v6.heap_bytes()
+    }
+
+    /// Number of partition blocks (IPv4, IPv6).
+    pub fn block_count(&self) -> (usize, usize) {
+        (self.v4.len(), self.v6.len())
+    }
+}
+
+/// Compiled tables by shape, so that names whose rules have one shape
+/// share one table. One cache serves one build (one database).
+#[derive(Default)]
+pub struct TableCache {
+    by_shape: HashMap<String, Arc<GeoTable>>,
+}
+
+impl TableCache {
+    /// An empty cache.
+    pub fn new() -> TableCache {
+        TableCache::default()
+    }
+
+    /// Compile every rule set, each distinct shape once, the distinct ones
+    /// in parallel on up to `threads` threads. Maps come back in order.
+    pub fn compile_all(
+        &mut self,
+        db: Option<&GeoDb>,
+        rules: &[&RuleSet],
+        threads: usize,
+    ) -> Vec<GeoMap> {
+        // Per name only its key and labelling are kept; one shape per key.
+        let mut named: Vec<(String, Vec<usize>)> = Vec::with_capacity(rules.len());
+        let mut todo: Vec<(String, RuleSet)> = Vec::new();
+        let mut queued = HashSet::new();
+        for r in rules {
+            let (shape, pools) = r.normalized().shape();
+            let key = shape.key();
+            if !self.by_shape.contains_key(&key) && queued.insert(key.clone()) {
+                todo.push((key.clone(), shape));
+            }
+            named.push((key, pools));
+        }
+        let threads = threads.clamp(1, todo.len().max(1));
+        let mut built: Vec<(String, GeoTable)> = Vec::with_capacity(todo.len());
+        std::thread::scope(|s| {
+            let chunks: Vec<_> = todo.chunks(todo.len().div_ceil(threads).max(1)).collect();
+            let handles: Vec<_> = chunks
+                .into_iter()
+                .map(|chunk| {
+                    s.spawn(move || {
+                        chunk
+                            .iter()
+                            .map(|(k, r)| (k.clone(), GeoTable::compile(db, r.clone())))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            for h in handles {
+                built.extend(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+            }
+        });
+        for (k, t) in built {
+            self.by_shape.insert(k, Arc::new(t));
+        }
+        named
+            .into_iter()
+            .map(|(key, pools)| GeoMap::bind(self.by_shape[&key].clone(), pools))
+            .collect()
+    }
+
+    /// Distinct tables compiled so far.
+    pub fn len(&self) -> usize {
+        self.by_shape.len()
+    }
+
+    /// No table compiled yet.
+    pub fn is_empty(&self) -> bool {
+        self.by_shape.is_empty()
+    }
+}
+
+/// Compiled rules of one name: a shared [`GeoTable`] and this name's pool
+/// for each label. Per query: decision and scope in one table lookup.
+#[derive(Clone)]
+pub struct GeoMap {
+    table: Arc<GeoTable>,
+    /// Decision `id` is `pools[table.offsets[id]..table.offsets[id + 1]]`:
+    /// the table's label lists with each label replaced by its pool.
+    pools: Box<[usize]>,
+    /// The pool of each label.
+    label_pools: Box<[usize]>,
+}
+
+impl fmt::Debug for GeoMap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GeoMap")
+            .field("blocks_v4", &self.table.v4.len())
+            .field("blocks_v6", &self.table.v6.len())
+            .field("decisions", &(self.table.offsets.len() - 1))
+            .field("uniform", &self.table.uniform)
+            .finish()
+    }
+}
+
+impl GeoMap {
+    /// Build the partition of both families for `rules` over `db` (one
+    /// name; [`TableCache`] shares tables between names).
+    pub fn compile(db: Option<&GeoDb>, rules: &RuleSet) -> GeoMap {
+        TableCache::new().compile_all(db, &[rules], 1).remove(0)
+    }
+
+    fn bind(table: Arc<GeoTable>, label_pools: Vec<usize>) -> GeoMap {
+        let pools = table.labels.iter().map(|&l| label_pools[l]).collect();
+        GeoMap {
+            table,
+            pools,
+            label_pools: label_pools.into_boxed_slice(),
+        }
+    }
+
+    /// The shared table.
+    pub fn table(&self) -> &Arc<GeoTable> {
+        &self.table
     }
 
     /// (decision id, scope prefix length) for a client address. Hot path:
@@ -301,8 +515,8 @@ impl GeoMap {
     #[inline]
     pub fn decide(&self, addr: IpAddr) -> (u32, u8) {
         match addr {
-            IpAddr::V4(a) => self.v4.lookup(u32::from(a)),
-            IpAddr::V6(a) => self.v6.lookup(u128::from(a)),
+            IpAddr::V4(a) => self.table.v4.lookup(u32::from(a)),
+            IpAddr::V6(a) => self.table.v6.lookup(u128::from(a)),
         }
     }
 
@@ -310,36 +524,44 @@ impl GeoMap {
     #[inline]
     pub fn decision(&self, id: u32) -> &[usize] {
         let i = id as usize;
-        &self.pools[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+        let o = &self.table.offsets;
+        &self.pools[o[i] as usize..o[i + 1] as usize]
     }
 
     /// Every address gets the same decision: answers can use scope 0.
     pub fn is_uniform(&self) -> bool {
-        self.uniform
+        self.table.uniform
+    }
+
+    /// The decision ids that some block has, ascending.
+    pub fn used_decisions(&self) -> &[u32] {
+        &self.table.used
     }
 
     /// Number of distinct decisions.
     pub fn decision_count(&self) -> usize {
-        self.offsets.len() - 1
+        self.table.offsets.len() - 1
     }
 
     /// Number of partition blocks (IPv4, IPv6).
     pub fn block_count(&self) -> (usize, usize) {
-        (self.v4.len(), self.v6.len())
+        self.table.block_count()
     }
 
-    /// Bytes held by the IPv4 and IPv6 lookup tables.
+    /// Bytes held by the (shared) IPv4 and IPv6 lookup tables.
     pub fn table_bytes(&self) -> usize {
-        self.v4.heap_bytes() + self.v6.heap_bytes()
+        self.table.table_bytes()
     }
 
     /// Every partition block with its decision id: IPv4 then IPv6, in order.
     pub fn blocks(&self) -> impl Iterator<Item = (IpNet, u32)> + '_ {
         let v4 = self
+            .table
             .v4
             .iter()
             .map(|(s, l, id)| (IpNet::V4(Ipv4Net::new(s.into(), l).unwrap()), id));
         let v6 = self
+            .table
             .v6
             .iter()
             .map(|(s, l, id)| (IpNet::V6(Ipv6Net::new(s.into(), l).unwrap()), id));
@@ -350,13 +572,14 @@ impl GeoMap {
     /// database the map was compiled from.
     pub fn explain(&self, db: Option<&GeoDb>, addr: IpAddr) -> Decision {
         let (id, scope) = self.decide(addr);
-        let d = direct(&self.rules, db, addr);
+        let d = direct(&self.table.rules, db, addr);
         let pools = self.decision(id).to_vec();
+        let direct_pools: Vec<usize> = d.pools.iter().map(|&l| self.label_pools[l]).collect();
         Decision {
             addr,
             id,
             block: IpNet::new(addr, scope).unwrap().trunc(),
-            consistent: d.pools == pools,
+            consistent: direct_pools == pools,
             pools,
             rule: d.rule,
             db_network: d

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
+use std::sync::Arc;
 
 use ipnet::IpNet;
 
@@ -463,5 +464,122 @@ fn bench() {
         for a in addrs.iter().take(2000) {
             assert!(map.explain(Some(&db), *a).consistent, "{a}");
         }
+    }
+}
+
+/// `rules` with every pool index replaced through `f`.
+fn relabel(rules: &RuleSet, f: impl Fn(usize) -> usize) -> RuleSet {
+    let list = |v: &Vec<usize>| v.iter().map(|&p| f(p)).collect::<Vec<_>>();
+    let map = |m: &std::collections::HashMap<String, Vec<usize>>| {
+        m.iter().map(|(k, v)| (k.clone(), list(v))).collect()
+    };
+    RuleSet {
+        nets: rules.nets.iter().map(|(n, v)| (*n, list(v))).collect(),
+        subdivision: map(&rules.subdivision),
+        country: map(&rules.country),
+        continent: map(&rules.continent),
+        default: list(&rules.default),
+        nearest: rules
+            .nearest
+            .as_ref()
+            .map(|s| s.iter().map(|&(p, la, lo)| (f(p), la, lo)).collect()),
+    }
+}
+
+/// Every block's edges and its middle, plus random addresses.
+fn probes(map: &GeoMap, n: usize) -> Vec<IpAddr> {
+    let mut out = Vec::new();
+    for (net, _) in map.blocks() {
+        let v4 = net.addr().is_ipv4();
+        let (lo, hi) = first_last(net);
+        for a in [lo, hi, lo + (hi - lo) / 2] {
+            out.push(addr(v4, a));
+        }
+    }
+    let mut rng = Rng(0x5eed_1234);
+    for i in 0..n {
+        let w = rng.wide();
+        out.push(if i % 2 == 0 {
+            addr(true, w >> 96)
+        } else {
+            addr(false, w)
+        });
+    }
+    out
+}
+
+#[test]
+fn names_with_one_shape_share_a_table_and_answer_as_if_alone() {
+    let db = example();
+    let mut a = geo_rules();
+    a.nets.push((net("8.8.8.0/24"), vec![5, 1]));
+    // The same shape over other pools (every pool moved by 10), keys in
+    // another case and order: one table.
+    let mut b = relabel(&a, |p| p + 10);
+    let jp = b.country.remove("jp").unwrap();
+    b.country.insert("JP".into(), jp);
+    // A different shape: one list in another order.
+    let mut c = a.clone();
+    c.country.insert("US".into(), vec![3, 0]);
+
+    let mut cache = TableCache::new();
+    let maps = cache.compile_all(Some(&db), &[&a, &b, &c, &a], 2);
+    assert_eq!(cache.len(), 2, "a, b and the second a share; c has its own");
+    assert!(Arc::ptr_eq(maps[0].table(), maps[1].table()));
+    assert!(Arc::ptr_eq(maps[0].table(), maps[3].table()));
+    assert!(!Arc::ptr_eq(maps[0].table(), maps[2].table()));
+
+    // Each shared map answers exactly as the map compiled for it alone:
+    // the same pools and the same scope at every block edge and at
+    // thousands of random addresses.
+    for (shared, rules) in maps.iter().zip([&a, &b, &c, &a]) {
+        let alone = GeoMap::compile(Some(&db), rules);
+        assert_eq!(shared.block_count(), alone.block_count());
+        for x in probes(&alone, 5000) {
+            let (sid, slen) = shared.decide(x);
+            let (aid, alen) = alone.decide(x);
+            assert_eq!(
+                (shared.decision(sid), slen),
+                (alone.decision(aid), alen),
+                "{x}"
+            );
+            assert!(shared.explain(Some(&db), x).consistent, "{x}");
+        }
+    }
+}
+
+#[test]
+fn nearest_mode_shares_by_coordinates() {
+    let db = example();
+    let sites = |p: [usize; 3]| RuleSet {
+        default: vec![p[0]],
+        nearest: Some(vec![
+            (p[0], 50.1, 8.7),
+            (p[1], 39.0, -77.5),
+            (p[2], 35.7, 139.7),
+        ]),
+        ..Default::default()
+    };
+    let mut moved = sites([0, 1, 2]);
+    if let Some(s) = moved.nearest.as_mut() {
+        s[2].1 = 1.35;
+    }
+    let mut cache = TableCache::new();
+    let maps = cache.compile_all(
+        Some(&db),
+        &[&sites([0, 1, 2]), &sites([7, 8, 9]), &moved],
+        1,
+    );
+    assert_eq!(cache.len(), 2);
+    assert!(Arc::ptr_eq(maps[0].table(), maps[1].table()));
+    for x in probes(&maps[0], 2000) {
+        let (id0, l0) = maps[0].decide(x);
+        let (id1, l1) = maps[1].decide(x);
+        let moved_pools: Vec<usize> = maps[1].decision(id1).iter().map(|p| p - 7).collect();
+        assert_eq!(
+            (maps[0].decision(id0).to_vec(), l0),
+            (moved_pools, l1),
+            "{x}"
+        );
     }
 }
