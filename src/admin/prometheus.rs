@@ -174,6 +174,18 @@ impl Collector for Counters {
 
         single(
             &mut enc,
+            "meridian_zone_loads",
+            "Zone files read at start and by reloads (a reload keeps unchanged zones).",
+            load(&m.zone_loads),
+        )?;
+        single(
+            &mut enc,
+            "meridian_geo_table_builds",
+            "Geo decision tables compiled at start and by reloads.",
+            load(&m.geo_table_builds),
+        )?;
+        single(
+            &mut enc,
             "meridian_tcp_rejected",
             "TCP connections closed at once because every slot was taken.",
             load(&m.tcp_rejected),

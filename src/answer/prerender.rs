@@ -4,6 +4,8 @@
 //! case, so compression pointers into it stay valid. They are rendered once
 //! at load, by the answer function itself, and copied per query.
 
+use std::sync::Arc;
+
 use super::{Scratch, Transport};
 use crate::engine::Engine;
 use crate::metrics::Outcome;
@@ -13,7 +15,8 @@ use meridian_wire::{QueryBuilder, TYPE_ANY, TYPE_CNAME};
 /// A type used to render the OTHER answer (private use, RFC 6895 §3.1).
 const PROBE_TYPE: u16 = 65534;
 
-/// Render every static name of every zone and attach the results.
+/// Render every static name of every zone not rendered yet (a zone kept by
+/// a reload keeps its answers) and attach the results.
 pub fn prerender(engine: &mut Engine) {
     let mut done = Vec::new();
     let mut scratch = Scratch::default();
@@ -23,7 +26,11 @@ pub fn prerender(engine: &mut Engine) {
         src: std::net::IpAddr::from([127, 0, 0, 1]),
         tcp: true,
     };
-    for (zi, z) in engine.zones.iter().enumerate() {
+    let todo: Vec<usize> = (0..engine.zones.len())
+        .filter(|&zi| !engine.zones[zi].prerendered)
+        .collect();
+    for &zi in &todo {
+        let z = &engine.zones[zi];
         for (ni, node) in z.nodes.iter().enumerate() {
             if node.dynamic.is_some() || node.cut || node.name.len() > 255 {
                 continue;
@@ -64,6 +71,9 @@ pub fn prerender(engine: &mut Engine) {
         }
     }
     for (zi, ni, pres) in done {
-        engine.zones[zi].nodes[ni].pre = pres;
+        Arc::make_mut(&mut engine.zones[zi]).nodes[ni].pre = pres;
+    }
+    for zi in todo {
+        Arc::make_mut(&mut engine.zones[zi]).prerendered = true;
     }
 }

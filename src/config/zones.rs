@@ -1,4 +1,7 @@
-//! `[[zone]]`: the served zones, each loaded from its master file.
+//! `[[zone]]`: the served zones, each loaded from its master file, or kept
+//! from the running state when its files have not changed.
+
+use std::sync::Arc;
 
 use hickory_proto::rr::Name;
 use toml::Spanned;
@@ -7,21 +10,36 @@ use super::{Source, ZoneCfg};
 use crate::error::LocatedError;
 use crate::zone::{NameMap, Zone};
 
-/// Load every zone; the index maps each apex (lower-cased wire) to its
-/// place in the list. A zone listed twice, a bad origin, or no zone at all
-/// is an error.
+/// The served zones as one build has them.
+pub struct Zones {
+    /// The zones, in config order.
+    pub list: Vec<Arc<Zone>>,
+    /// Each apex (lower-cased wire) to its place in `list`.
+    pub index: NameMap<usize>,
+    /// How many were read from their files (the others were kept).
+    pub loaded: usize,
+}
+
+/// The zones, the index of each apex (lower-cased wire) in the list, and
+/// how many were read from their files. `keep` is the running state's zone
+/// list when it may be reused: a zone at the same place, with the same
+/// origin and file, whose files all look unchanged, is shared instead of
+/// read again. A zone listed twice, a bad origin, or no zone at all is an
+/// error.
 pub fn zones(
     src: &Source,
     cfg: &[Spanned<ZoneCfg>],
-) -> Result<(Vec<Zone>, NameMap<usize>), LocatedError> {
+    keep: Option<&[Arc<Zone>]>,
+) -> Result<Zones, LocatedError> {
     // Zones. A config that serves nothing is almost always a file caught
     // mid-write, so it is refused rather than answered with REFUSED.
     if cfg.is_empty() {
         return Err(LocatedError::new(&src.path, 0, "no [[zone]] is configured"));
     }
-    let mut zones = Vec::new();
+    let mut zones: Vec<Arc<Zone>> = Vec::new();
     let mut zone_index = NameMap::default();
-    for z in cfg {
+    let mut loaded = 0;
+    for (i, z) in cfg.iter().enumerate() {
         let zc = z.get_ref();
         let origin = Name::from_ascii(&zc.origin)
             .map(|mut n| {
@@ -30,7 +48,18 @@ pub fn zones(
             })
             .map_err(|e| src.err(z.span(), format!("bad zone origin {:?}: {e}", zc.origin)))?;
         let file = src.resolve(&zc.file);
-        let zone = Zone::load(&origin, &file)?;
+        let kept = keep.and_then(|k| k.get(i)).filter(|old| {
+            old.origin == crate::zone::wire_name(&origin)
+                && old.sources.first().is_some_and(|s| s.path == file)
+                && old.sources_unchanged()
+        });
+        let zone = match kept {
+            Some(old) => old.clone(),
+            None => {
+                loaded += 1;
+                Arc::new(Zone::load(&origin, &file)?)
+            }
+        };
         if zone_index
             .insert(zone.origin.clone(), zones.len())
             .is_some()
@@ -43,5 +72,9 @@ pub fn zones(
         zones.push(zone);
     }
 
-    Ok((zones, zone_index))
+    Ok(Zones {
+        list: zones,
+        index: zone_index,
+        loaded,
+    })
 }

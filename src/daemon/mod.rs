@@ -69,6 +69,7 @@ pub fn serve(
         None => engine.settings.http_listen.clone(),
     };
     let shared = ServerState::new(engine);
+    reload::count_build(&shared.metrics, &shared.engine.load());
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

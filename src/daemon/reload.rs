@@ -64,15 +64,19 @@ pub(super) fn reload(d: &Daemon, why: &str) {
                 tracing::warn!("reload: listen addresses changed; restart to apply");
             }
             let names = new.bindings.len();
+            let (zones, read, tables) = (new.zones.len(), new.zones_loaded, new.geo_tables_built);
+            count_build(&shared.metrics, &new);
             let new = Arc::new(new);
             d.overrides.apply_then(&new.health, &new.checks, || {
                 shared.engine.store(new.clone())
             });
             d.restart_checks();
             shared.metrics.reloads_ok.fetch_add(1, Ordering::Relaxed);
-            tracing::info!("reloaded ({why}): {names} name(s) on pools");
+            tracing::info!(
+                "reloaded ({why}): {names} name(s) on pools; {read} of {zones} zone(s) read, {tables} geo table(s) built"
+            );
             eprintln!(
-                "meridian: reloaded ({why}) in {} ms",
+                "meridian: reloaded ({why}) in {} ms: {read} of {zones} zone(s) read, {tables} geo table(s) built",
                 shared.engine.load().load_ms
             );
         }
@@ -85,4 +89,12 @@ pub(super) fn reload(d: &Daemon, why: &str) {
             eprintln!("meridian: reload failed, keeping the running config: {e}");
         }
     }
+}
+
+/// Count what a build read and compiled (the rest it kept).
+pub(super) fn count_build(m: &crate::metrics::Metrics, e: &crate::engine::Engine) {
+    m.zone_loads
+        .fetch_add(e.zones_loaded as u64, Ordering::Relaxed);
+    m.geo_table_builds
+        .fetch_add(e.geo_tables_built as u64, Ordering::Relaxed);
 }

@@ -14,6 +14,7 @@ use crate::geo::{GeoMap, RuleSet, TableCache};
 use crate::health::{CheckSpec, HealthTable};
 use crate::pool::Pool;
 use crate::zone::name_text;
+use crate::zone::FileStamp;
 use meridian_wire::{TYPE_A, TYPE_AAAA, TYPE_CNAME};
 
 static GENERATION: AtomicU64 = AtomicU64::new(1);
@@ -25,7 +26,22 @@ pub(super) fn build(
 ) -> Result<Engine, LocatedError> {
     let settings = ServerSettings::from_cfg(src, &cfg.server)?;
 
-    let (mut zones, zone_index) = config::zones::zones(src, &cfg.zone)?;
+    // Zones whose files did not change are kept from `prev`, as long as
+    // the names bound in them are the same (nodes hold binding indices).
+    let bound: Vec<String> = cfg
+        .name
+        .iter()
+        .filter_map(|(n, nc)| config::names::owner(src, n, nc.span()).ok())
+        .map(|w| name_text(&w))
+        .collect();
+    let keep = prev
+        .filter(|p| p.bindings.iter().map(|b| &b.name).eq(bound.iter()))
+        .map(|p| &p.zones[..]);
+    let config::zones::Zones {
+        list: mut zones,
+        index: zone_index,
+        loaded: zones_loaded,
+    } = config::zones::zones(src, &cfg.zone, keep)?;
 
     // Health checks named in the config.
     let mut health_specs: Vec<CheckSpec> = Vec::new();
@@ -42,10 +58,11 @@ pub(super) fn build(
     }
 
     // Geo database.
-    let (geo, geo_path) = match config::geo::database(src, cfg.geo.as_ref())? {
-        Some((db, path)) => (Some(db), Some(path)),
-        None => (None, None),
-    };
+    let geo_src = config::geo::source(src, cfg.geo.as_ref())?;
+    // Stamped before it is read, as zone files are.
+    let geo_stamp = geo_src
+        .as_ref()
+        .and_then(|g| FileStamp::of(&g.path).map(|s| (s, g.schema)));
 
     // Names bound to pools.
     let mut bindings = Vec::new();
@@ -61,7 +78,7 @@ pub(super) fn build(
                 format!("{} is not in any served zone", name_text(&w)),
             )
         })?;
-        let zone = &mut zones[zi];
+        let zone = &zones[zi];
         if let Some(node) = zone.get(&w) {
             for (t, f, l) in &node.origins {
                 if *t == TYPE_A || *t == TYPE_AAAA || *t == TYPE_CNAME {
@@ -89,7 +106,7 @@ pub(super) fn build(
             }
             cur = crate::zone::parent(cur).unwrap_or(&zone.origin);
         }
-        let r = config::names::rules(src, name, nc, &pool_index, &pools, geo.is_some())?;
+        let r = config::names::rules(src, name, nc, &pool_index, &pools, geo_src.is_some())?;
         let target = match r.target {
             NameTarget::Pool(p) => Target::Pool(p),
             NameTarget::Geo(rules) => {
@@ -98,7 +115,6 @@ pub(super) fn build(
                 Target::Pool(usize::MAX)
             }
         };
-        let node = zone.node_id(&w);
         // Keys differing only in case or a trailing dot name the same owner.
         if let Some(other) = bound_at.insert(w.clone(), span.start) {
             return Err(src.err(
@@ -110,7 +126,14 @@ pub(super) fn build(
                 ),
             ));
         }
-        zone.nodes[node as usize].dynamic = Some(bindings.len() as u32);
+        // A kept zone has this binding already; a fresh one is not shared,
+        // so make_mut does not copy it.
+        let b = bindings.len() as u32;
+        if zone.get(&w).and_then(|n| n.dynamic) != Some(b) {
+            let zone = Arc::make_mut(&mut zones[zi]);
+            let node = zone.node_id(&w);
+            zone.nodes[node as usize].dynamic = Some(b);
+        }
         bindings.push(Binding {
             name: name_text(&w),
             mode: r.mode,
@@ -126,8 +149,20 @@ pub(super) fn build(
     // parallel; names with rules of one shape share a table.
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let rules: Vec<&RuleSet> = geo_names.iter().map(|(_, r, _, _)| &**r).collect();
-    let mut cache = TableCache::new();
-    let maps = cache.compile_all(geo.as_deref(), &rules, threads);
+    // Over an unchanged database the running tables are kept, and the file
+    // is not even opened unless a new shape needs a table.
+    let same_db = prev.is_some_and(|p| p.geo_stamp.is_some() && p.geo_stamp == geo_stamp);
+    let mut cache = match prev {
+        Some(p) if same_db => TableCache::with(p.geo_tables().into_iter().cloned()),
+        _ => TableCache::new(),
+    };
+    let plan = cache.plan(&rules);
+    let geo_tables_built = plan.tables_to_build();
+    let geo = match &geo_src {
+        Some(g) if !same_db || geo_tables_built > 0 => Some(g.open(src)?),
+        _ => None,
+    };
+    let maps = cache.build(plan, geo.as_deref(), threads);
     for ((b, _, span, name), map) in geo_names.iter().zip(maps) {
         families_everywhere(&map, &pools)
             .map_err(|m| src.err(span.clone(), format!("geo name {name}: {m}")))?;
@@ -145,12 +180,15 @@ pub(super) fn build(
         pools,
         bindings,
         geo,
-        geo_path,
+        geo_path: geo_src.map(|g| g.path),
+        geo_stamp,
+        geo_tables_built,
         health,
         checks: health_specs,
         payload: settings.edns_udp_payload,
         generation: GENERATION.fetch_add(1, Ordering::Relaxed),
         load_ms: 0,
+        zones_loaded,
         settings,
     })
 }

@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use crate::config::{ServerSettings, Source};
 use crate::error::LocatedError;
-use crate::geo::{GeoDb, GeoMap, GeoTable};
+use crate::geo::{GeoDb, GeoMap, GeoTable, Schema};
 use crate::health::{CheckSpec, HealthTable};
 use crate::pool::{Member, Mode, Pool};
-use crate::zone::Zone;
+use crate::zone::{FileStamp, Zone};
 
 pub use crate::pool::AllDown;
 
@@ -62,8 +62,9 @@ pub struct Binding {
 pub struct Engine {
     /// The config file this engine was built from (reloads read it again).
     pub config_path: PathBuf,
-    /// The served zones, in config order.
-    pub zones: Vec<Zone>,
+    /// The served zones, in config order; shared with the previous engine
+    /// when a reload kept them.
+    pub zones: Vec<Arc<Zone>>,
     /// Zone apex (lower-cased wire) to index in `zones`.
     pub zone_index: crate::zone::NameMap<usize>,
     /// Every `[pool.NAME]`, in name order; `Target` and geo decisions index into it.
@@ -86,6 +87,13 @@ pub struct Engine {
     pub payload: u16,
     /// Distinguishes engines across reloads (rotation restarts with a new one).
     pub generation: u64,
+    /// Zones read from their files by this build (the others were kept).
+    pub zones_loaded: usize,
+    /// The geo database as it was when this engine's tables were built
+    /// (with its schema): a reload over the same one keeps the tables.
+    pub geo_stamp: Option<(FileStamp, Schema)>,
+    /// Geo tables compiled by this build (the others were kept).
+    pub geo_tables_built: usize,
     /// How long loading took (zones, database, decision blocks, pre-rendering).
     pub load_ms: u64,
     /// The checked `[server]` table.
@@ -134,7 +142,7 @@ impl Engine {
 
     /// The served zone that holds `name` (lower-cased wire), if any.
     pub fn zone_for(&self, name: &[u8]) -> Option<&Zone> {
-        crate::zone::zone_of(&self.zone_index, name).map(|i| &self.zones[i])
+        crate::zone::zone_of(&self.zone_index, name).map(|i| &*self.zones[i])
     }
 
     /// Is this member usable right now?

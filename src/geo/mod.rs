@@ -24,5 +24,5 @@ mod testdb;
 mod tests;
 
 pub use db::{GeoDb, Location, Schema};
-pub use rules::{decide_direct, Decision, GeoMap, GeoTable, RuleSet, TableCache};
+pub use rules::{decide_direct, Decision, GeoMap, GeoTable, Plan, RuleSet, TableCache};
 pub use special::{special_block, special_blocks};

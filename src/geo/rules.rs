@@ -299,11 +299,13 @@ pub struct GeoTable {
     uniform: bool,
     /// The normalized rules in label space.
     rules: RuleSet,
+    /// The shape's key (see `RuleSet::key`).
+    key: String,
 }
 
 impl GeoTable {
     /// Build the partition of both families for normalized, labelled rules.
-    fn compile(db: Option<&GeoDb>, rules: RuleSet) -> GeoTable {
+    fn compile(db: Option<&GeoDb>, key: String, rules: RuleSet) -> GeoTable {
         let mut interner = Interner::default();
         let default_id = interner.id(&rules.default);
 
@@ -379,6 +381,7 @@ impl GeoTable {
             used,
             uniform,
             rules,
+            key,
         }
     }
 
@@ -393,8 +396,22 @@ impl GeoTable {
     }
 }
 
+/// What [`TableCache::plan`] worked out: each name's shape key and
+/// labelling, and the shapes that need a table.
+pub struct Plan {
+    named: Vec<(String, Vec<usize>)>,
+    todo: Vec<(String, RuleSet)>,
+}
+
+impl Plan {
+    /// Tables to compile (0: every shape has one; no database needed).
+    pub fn tables_to_build(&self) -> usize {
+        self.todo.len()
+    }
+}
+
 /// Compiled tables by shape, so that names whose rules have one shape
-/// share one table. One cache serves one build (one database).
+/// share one table. One cache serves one database.
 #[derive(Default)]
 pub struct TableCache {
     by_shape: HashMap<String, Arc<GeoTable>>,
@@ -406,6 +423,13 @@ impl TableCache {
         TableCache::default()
     }
 
+    /// A cache holding `tables` (kept from a build over the same database).
+    pub fn with(tables: impl IntoIterator<Item = Arc<GeoTable>>) -> TableCache {
+        TableCache {
+            by_shape: tables.into_iter().map(|t| (t.key.clone(), t)).collect(),
+        }
+    }
+
     /// Compile every rule set, each distinct shape once, the distinct ones
     /// in parallel on up to `threads` threads. Maps come back in order.
     pub fn compile_all(
@@ -414,6 +438,12 @@ impl TableCache {
         rules: &[&RuleSet],
         threads: usize,
     ) -> Vec<GeoMap> {
+        let plan = self.plan(rules);
+        self.build(plan, db, threads)
+    }
+
+    /// Work out each rule set's shape, and which shapes have no table yet.
+    pub fn plan(&self, rules: &[&RuleSet]) -> Plan {
         // Per name only its key and labelling are kept; one shape per key.
         let mut named: Vec<(String, Vec<usize>)> = Vec::with_capacity(rules.len());
         let mut todo: Vec<(String, RuleSet)> = Vec::new();
@@ -426,6 +456,13 @@ impl TableCache {
             }
             named.push((key, pools));
         }
+        Plan { named, todo }
+    }
+
+    /// Compile the tables `plan` lacks (in parallel on up to `threads`
+    /// threads) over `db`, and bind every name. Maps come back in order.
+    pub fn build(&mut self, plan: Plan, db: Option<&GeoDb>, threads: usize) -> Vec<GeoMap> {
+        let Plan { named, todo } = plan;
         let threads = threads.clamp(1, todo.len().max(1));
         let mut built: Vec<(String, GeoTable)> = Vec::with_capacity(todo.len());
         std::thread::scope(|s| {
@@ -436,7 +473,7 @@ impl TableCache {
                     s.spawn(move || {
                         chunk
                             .iter()
-                            .map(|(k, r)| (k.clone(), GeoTable::compile(db, r.clone())))
+                            .map(|(k, r)| (k.clone(), GeoTable::compile(db, k.clone(), r.clone())))
                             .collect::<Vec<_>>()
                     })
                 })

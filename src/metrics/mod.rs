@@ -83,6 +83,11 @@ pub struct Metrics {
     pub reloads_ok: AtomicU64,
     /// Reloads that failed (the old engine kept serving).
     pub reloads_failed: AtomicU64,
+    /// Zone files read (parsed) at start and by reloads; a reload keeps a
+    /// zone whose files did not change and does not count it.
+    pub zone_loads: AtomicU64,
+    /// Geo decision tables compiled at start and by reloads.
+    pub geo_table_builds: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -109,6 +114,8 @@ impl Metrics {
             rrl_slipped: AtomicU64::new(0),
             reloads_ok: AtomicU64::new(0),
             reloads_failed: AtomicU64::new(0),
+            zone_loads: AtomicU64::new(0),
+            geo_table_builds: AtomicU64::new(0),
         }
     }
 

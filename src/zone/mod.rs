@@ -3,6 +3,9 @@
 //! made explicit, and each RRset's RDATA kept in wire form for rendering.
 
 pub mod parse;
+pub mod stamp;
+
+pub use stamp::FileStamp;
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -127,6 +130,10 @@ pub struct Zone {
     pub apex: u32,
     /// Distinct records loaded (duplicates in the file counted once).
     pub record_count: usize,
+    /// The files read (the zone file and its `$INCLUDE`s), stamped.
+    pub sources: Vec<FileStamp>,
+    /// Static answers are rendered into the nodes (see `answer::prerender`).
+    pub prerendered: bool,
 }
 
 /// Lower-cased wire form of a name.
@@ -184,8 +191,16 @@ fn to_chunks(rtype: u16, rd: &SourceRdata) -> Result<Rdata, String> {
 impl Zone {
     /// Load and validate a zone from its master file.
     pub fn load(origin: &Name, file: &Path) -> Result<Zone, LocatedError> {
-        let records = parse::parse_zone_file(file, origin)?;
-        Zone::build(origin, file, records)
+        let (records, sources) = parse::parse_zone_file(file, origin)?;
+        let mut zone = Zone::build(origin, file, records)?;
+        zone.sources = sources;
+        Ok(zone)
+    }
+
+    /// Every file the zone was read from still looks as it did (see
+    /// [`FileStamp`]); false for a zone not read from files.
+    pub fn sources_unchanged(&self) -> bool {
+        !self.sources.is_empty() && self.sources.iter().all(FileStamp::unchanged)
     }
 
     /// Validate `records` (read from `file`, for error messages) into a zone
@@ -206,6 +221,8 @@ impl Zone {
             negative_ttl: 0,
             apex: 0,
             record_count: 0,
+            sources: Vec::new(),
+            prerendered: false,
         };
         zone.apex = zone.node_id(&origin_w);
         for rec in &records {

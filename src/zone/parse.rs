@@ -29,6 +29,7 @@ use hickory_proto::rr::rdata::{CNAME, MX, NS, PTR, SOA, SRV, TXT};
 use hickory_proto::rr::{Name, RData, RecordType};
 use hickory_proto::serialize::txt::{parse_ttl, Parser};
 
+use super::stamp::FileStamp;
 use crate::error::LocatedError;
 
 /// The record data as parsed.
@@ -67,10 +68,23 @@ const MAX_INCLUDE_DEPTH: usize = 8;
 const MAX_TTL: u32 = 0x7fff_ffff;
 
 /// Parse `path` with initial origin `origin` (an fqdn). Follows `$INCLUDE`
-/// relative to the including file's directory.
-pub fn parse_zone_file(path: &Path, origin: &Name) -> Result<Vec<SourceRecord>, LocatedError> {
+/// relative to the including file's directory. Returns the records and a
+/// stamp of every file read (taken before reading it), for reloads.
+pub fn parse_zone_file(
+    path: &Path,
+    origin: &Name,
+) -> Result<(Vec<SourceRecord>, Vec<FileStamp>), LocatedError> {
+    let stamp = FileStamp::of(path);
     let text = read_zone_text(path)?;
-    parse_zone_str(&text, path, origin)
+    let mut origin = origin.clone();
+    origin.set_fqdn(true);
+    let mut loader = Loader {
+        records: Vec::new(),
+        open_files: vec![canonical(path)],
+        stamps: stamp.into_iter().collect(),
+    };
+    loader.parse_text(&text, path, Scope::new(origin))?;
+    Ok((loader.records, loader.stamps))
 }
 
 /// Same, from text already in memory (`path` is used for messages and
@@ -85,6 +99,7 @@ pub fn parse_zone_str(
     let mut loader = Loader {
         records: Vec::new(),
         open_files: vec![canonical(path)],
+        stamps: Vec::new(),
     };
     loader.parse_text(text, path, Scope::new(origin))?;
     Ok(loader.records)
@@ -309,6 +324,8 @@ struct Loader {
     records: Vec<SourceRecord>,
     /// Files being read, outermost first: include depth and loop detection.
     open_files: Vec<PathBuf>,
+    /// Every file read, stamped before reading.
+    stamps: Vec<FileStamp>,
 }
 
 impl Loader {
@@ -420,6 +437,7 @@ impl Loader {
             )));
         }
 
+        self.stamps.extend(FileStamp::of(&path));
         let text = read_zone_text(&path)?;
         self.open_files.push(id);
         let result = self.parse_text(&text, &path, inner);
@@ -1180,7 +1198,11 @@ mod tests {
              b A 192.0.2.2\n\
              $INCLUDE \"hosts.inc\"\n",
         );
-        let records = parse_zone_file(&main, &origin()).unwrap();
+        let (records, stamps) = parse_zone_file(&main, &origin()).unwrap();
+        // The main file, then the include (read twice, stamped twice).
+        assert_eq!(stamps.len(), 3);
+        assert_eq!(stamps[0].path, main);
+        assert!(stamps.iter().all(|s| s.unchanged()));
         let got: Vec<(String, u32, PathBuf, usize)> = records
             .iter()
             .map(|r| (r.owner.to_string(), r.ttl, r.file.clone(), r.line))
