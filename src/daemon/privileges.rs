@@ -105,11 +105,9 @@ pub(super) fn check_readable(engine: &Engine, u: &SwitchUser) -> Result<(), Stri
         files.push(g);
     }
     for z in &engine.zones {
-        for n in &z.nodes {
-            for (_, f, _) in &n.origins {
-                if !files.contains(&f.as_path()) {
-                    files.push(f);
-                }
+        for f in z.sources.iter().map(|s| s.path.as_path()) {
+            if !files.contains(&f) {
+                files.push(f);
             }
         }
     }

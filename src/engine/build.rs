@@ -80,7 +80,8 @@ pub(super) fn build(
         })?;
         let zone = &zones[zi];
         if let Some(node) = zone.get(&w) {
-            for (t, f, l) in &node.origins {
+            for o in &node.origins {
+                let (t, f, l) = (&o.rtype, zone.files[o.file as usize].as_path(), o.line);
                 if *t == TYPE_A || *t == TYPE_AAAA || *t == TYPE_CNAME {
                     return Err(src.err(
                         span.clone(),

@@ -67,6 +67,18 @@ impl Prerendered {
     }
 }
 
+/// Where a type at a node was first defined, for error messages: 8
+/// octets, the file as an index into [`Zone::files`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Origin {
+    /// The record type.
+    pub rtype: u16,
+    /// Index into [`Zone::files`].
+    pub file: u16,
+    /// Line in that file.
+    pub line: u32,
+}
+
 /// One owner name. Nodes with no RRsets are empty non-terminals.
 #[derive(Debug, Clone, Default)]
 pub struct Node {
@@ -79,7 +91,7 @@ pub struct Node {
     /// Index into the engine's dynamic bindings (pool or geo name).
     pub dynamic: Option<u32>,
     /// Where each type came from, for error messages.
-    pub origins: Vec<(u16, std::path::PathBuf, usize)>,
+    pub origins: Vec<Origin>,
     /// Answers rendered at load time by `answer::prerender`; empty until then.
     pub pre: Vec<Prerendered>,
 }
@@ -132,6 +144,8 @@ pub struct Zone {
     pub record_count: usize,
     /// The files read (the zone file and its `$INCLUDE`s), stamped.
     pub sources: Vec<FileStamp>,
+    /// The files records came from; [`Origin::file`] indexes it.
+    pub files: Vec<std::path::PathBuf>,
     /// Static answers are rendered into the nodes (see `answer::prerender`).
     pub prerendered: bool,
 }
@@ -223,7 +237,9 @@ impl Zone {
             record_count: 0,
             sources: Vec::new(),
             prerendered: false,
+            files: Vec::new(),
         };
+        let mut files: Vec<std::path::PathBuf> = Vec::new();
         zone.apex = zone.node_id(&origin_w);
         for rec in &records {
             let owner = wire_name(&rec.owner);
@@ -256,7 +272,13 @@ impl Zone {
                 let first = node
                     .origins
                     .first()
-                    .map(|(_, f, l)| format!(" (other data at {}:{})", f.display(), l))
+                    .map(|o| {
+                        format!(
+                            " (other data at {}:{})",
+                            files[o.file as usize].display(),
+                            o.line
+                        )
+                    })
                     .unwrap_or_default();
                 return Err(LocatedError::new(
                     &rec.file,
@@ -268,7 +290,20 @@ impl Zone {
                     ),
                 ));
             }
-            node.origins.push((rec.rtype, rec.file.clone(), rec.line));
+            if !node.origins.iter().any(|o| o.rtype == rec.rtype) {
+                let file = match files.iter().position(|f| *f == rec.file) {
+                    Some(i) => i,
+                    None => {
+                        files.push(rec.file.clone());
+                        files.len() - 1
+                    }
+                };
+                node.origins.push(Origin {
+                    rtype: rec.rtype,
+                    file: u16::try_from(file).unwrap_or(u16::MAX),
+                    line: u32::try_from(rec.line).unwrap_or(u32::MAX),
+                });
+            }
             match node.rrsets.iter_mut().find(|r| r.rtype == rec.rtype) {
                 Some(set) => {
                     if rec.rtype == TYPE_SOA {
@@ -295,6 +330,7 @@ impl Zone {
                 }
             }
         }
+        zone.files = files;
         let apex = &zone.nodes[zone.apex as usize];
         let soa = records
             .iter()
