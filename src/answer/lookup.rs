@@ -153,7 +153,7 @@ impl<'e> Ctx<'e, '_> {
         if exact {
             if depth == 0 {
                 if let Some(p) = encloser.prerendered(qtype) {
-                    w.put(&p.bytes);
+                    w.put(p.bytes);
                     w.an += p.an;
                     w.ns += p.ns;
                     w.ar += p.ar;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::{Scratch, Transport};
 use crate::engine::Engine;
 use crate::metrics::Outcome;
-use crate::zone::Prerendered;
+use crate::zone::{PreSet, Prerendered};
 use meridian_wire::{QueryBuilder, TYPE_ANY, TYPE_CNAME};
 
 /// A type used to render the OTHER answer (private use, RFC 6895 §3.1).
@@ -67,7 +67,9 @@ pub fn prerender(engine: &mut Engine) {
                     bytes: out[q.len()..n].into(),
                 });
             }
-            done.push((zi, ni, pres));
+            // Packed now, so the per-answer pieces are freed (and reused)
+            // at once rather than fragmenting the heap of a large zone.
+            done.push((zi, ni, PreSet::new(&pres)));
         }
     }
     for (zi, ni, pres) in done {

@@ -67,6 +67,99 @@ impl Prerendered {
     }
 }
 
+/// A node's pre-rendered answers in one allocation: a count, then one
+/// 16-octet entry per answer (qtype, rcode, an, ns, ar, length, offset),
+/// then the answers' bytes. One allocation instead of one per answer keeps
+/// a large zone small; empty (no allocation) until rendered.
+#[derive(Debug, Clone, Default)]
+pub struct PreSet(Box<[u8]>);
+
+/// One answer of a [`PreSet`].
+#[derive(Debug, Clone, Copy)]
+pub struct Pre<'a> {
+    /// The response code.
+    pub rcode: u16,
+    /// Records in the answer section.
+    pub an: u16,
+    /// Records in the authority section.
+    pub ns: u16,
+    /// Records in the additional section.
+    pub ar: u16,
+    /// The sections, as written after the question.
+    pub bytes: &'a [u8],
+}
+
+const PRE_ENTRY: usize = 16;
+
+impl PreSet {
+    /// Pack `answers` (each at most 65,535 octets).
+    pub fn new(answers: &[Prerendered]) -> PreSet {
+        if answers.is_empty() {
+            return PreSet::default();
+        }
+        let head = 2 + PRE_ENTRY * answers.len();
+        let mut v = Vec::with_capacity(head + answers.iter().map(|p| p.bytes.len()).sum::<usize>());
+        v.extend_from_slice(&(answers.len() as u16).to_ne_bytes());
+        let mut off = head as u32;
+        for p in answers {
+            for x in [p.qtype, p.rcode, p.an, p.ns, p.ar, p.bytes.len() as u16] {
+                v.extend_from_slice(&x.to_ne_bytes());
+            }
+            v.extend_from_slice(&off.to_ne_bytes());
+            off += p.bytes.len() as u32;
+        }
+        for p in answers {
+            v.extend_from_slice(&p.bytes);
+        }
+        PreSet(v.into_boxed_slice())
+    }
+
+    /// No answers.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Octets held.
+    pub fn heap_bytes(&self) -> usize {
+        self.0.len()
+    }
+
+    #[inline]
+    fn u16_at(&self, i: usize) -> u16 {
+        u16::from_ne_bytes([self.0[i], self.0[i + 1]])
+    }
+
+    /// The answers: (qtype, answer).
+    #[inline]
+    pub fn iter(&self) -> impl Iterator<Item = (u16, Pre<'_>)> {
+        let n = if self.0.is_empty() {
+            0
+        } else {
+            self.u16_at(0) as usize
+        };
+        (0..n).map(move |k| {
+            let e = 2 + k * PRE_ENTRY;
+            let len = self.u16_at(e + 10) as usize;
+            let off = u32::from_ne_bytes([
+                self.0[e + 12],
+                self.0[e + 13],
+                self.0[e + 14],
+                self.0[e + 15],
+            ]) as usize;
+            (
+                self.u16_at(e),
+                Pre {
+                    rcode: self.u16_at(e + 2),
+                    an: self.u16_at(e + 4),
+                    ns: self.u16_at(e + 6),
+                    ar: self.u16_at(e + 8),
+                    bytes: &self.0[off..off + len],
+                },
+            )
+        })
+    }
+}
+
 /// Where a type at a node was first defined, for error messages: 8
 /// octets, the file as an index into [`Zone::files`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,19 +186,19 @@ pub struct Node {
     /// Where each type came from, for error messages.
     pub origins: Vec<Origin>,
     /// Answers rendered at load time by `answer::prerender`; empty until then.
-    pub pre: Vec<Prerendered>,
+    pub pre: PreSet,
 }
 
 impl Node {
     /// The pre-rendered answer for `qtype`, if this name has one.
     #[inline]
-    pub fn prerendered(&self, qtype: u16) -> Option<&Prerendered> {
+    pub fn prerendered(&self, qtype: u16) -> Option<Pre<'_>> {
         let mut other = None;
-        for p in &self.pre {
-            if p.qtype == qtype {
+        for (t, p) in self.pre.iter() {
+            if t == qtype {
                 return Some(p);
             }
-            if p.qtype == Prerendered::OTHER {
+            if t == Prerendered::OTHER {
                 other = Some(p);
             }
         }
