@@ -45,5 +45,11 @@ pub fn summary(e: &Engine) -> String {
             bytes / 1024
         ));
     }
+    for c in &e.build_cost {
+        s.push_str(&format!(
+            "build {}: {:.0} ms, {:+} KiB resident\n",
+            c.part, c.ms, c.rss_kib
+        ));
+    }
     s.trim_end().to_string()
 }

@@ -27,10 +27,21 @@ pub(super) fn tune_malloc() {
     }
 }
 
+/// Drop the engine a reload replaced, once queries in flight let go of it
+/// (they hold it for one answer), and hand its memory back: a large zone is
+/// many small allocations under the mmap threshold, which glibc would keep.
+pub(super) fn release(old: std::sync::Arc<Engine>) {
+    let t = std::time::Instant::now();
+    while std::sync::Arc::strong_count(&old) > 1 && t.elapsed() < std::time::Duration::from_secs(1)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    drop(old);
+    trim_heap();
+}
+
 /// Hand the heap a build used back to the system: glibc keeps freed memory
-/// otherwise, ~150 MiB after compiling GeoLite2-City. (An old engine needs
-/// no trim: its tables are over the mmap threshold, so freeing them, on
-/// whichever thread drops the last reference, unmaps them.)
+/// otherwise, ~150 MiB after compiling GeoLite2-City.
 fn trim_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns free heap pages; it has no preconditions.

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use super::memory::for_serving;
+use super::memory::{for_serving, release};
 use crate::health::{Checker, Overrides};
 use crate::transport::ServerState;
 
@@ -71,6 +71,7 @@ pub(super) fn reload(d: &Daemon, why: &str) {
                 shared.engine.store(new.clone())
             });
             d.restart_checks();
+            release(old);
             shared.metrics.reloads_ok.fetch_add(1, Ordering::Relaxed);
             tracing::info!(
                 "reloaded ({why}): {names} name(s) on pools; {read} of {zones} zone(s) read, {tables} geo table(s) built"

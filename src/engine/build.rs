@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::{Binding, Engine, Target};
+use super::{Binding, BuildCost, Engine, Target};
 use crate::config::names::NameTarget;
 use crate::config::{self, ConfigFile, ServerSettings, Source};
 use crate::error::LocatedError;
@@ -25,6 +25,7 @@ pub(super) fn build(
     prev: Option<&Engine>,
 ) -> Result<Engine, LocatedError> {
     let settings = ServerSettings::from_cfg(src, &cfg.server)?;
+    let mut cost = CostMeter::start();
 
     // Zones whose files did not change are kept from `prev`, as long as
     // the names bound in them are the same (nodes hold binding indices).
@@ -48,6 +49,8 @@ pub(super) fn build(
     let mut spec_index: HashMap<CheckSpec, u32> = HashMap::new();
     let checks = config::checks::checks(src, &cfg.check)?;
 
+    cost.part("zones");
+
     // Pools.
     let mut pools = Vec::new();
     let mut pool_index = HashMap::new();
@@ -56,6 +59,8 @@ pub(super) fn build(
         pool_index.insert(name.clone(), pools.len());
         pools.push(pool);
     }
+
+    cost.part("pools and checks");
 
     // Geo database.
     let geo_src = config::geo::source(src, cfg.geo.as_ref())?;
@@ -146,6 +151,8 @@ pub(super) fn build(
         });
     }
 
+    cost.part("names");
+
     // Geo tables: one per distinct rule shape, the distinct ones built in
     // parallel; names with rules of one shape share a table.
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -170,6 +177,8 @@ pub(super) fn build(
         bindings[*b].target = Target::Geo(Box::new(map));
     }
 
+    cost.part("geo tables");
+
     let health = Arc::new(HealthTable::new(
         &health_specs,
         prev.map(|p| (&*p.health, &p.checks[..])),
@@ -190,6 +199,7 @@ pub(super) fn build(
         generation: GENERATION.fetch_add(1, Ordering::Relaxed),
         load_ms: 0,
         zones_loaded,
+        build_cost: cost.parts,
         settings,
     })
 }
@@ -226,4 +236,40 @@ fn families_everywhere(map: &GeoMap, pools: &[Pool]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Time and memory (the change in resident set size) per part of a build,
+/// for `meridian check`.
+struct CostMeter {
+    at: std::time::Instant,
+    rss: i64,
+    parts: Vec<BuildCost>,
+}
+
+impl CostMeter {
+    fn start() -> CostMeter {
+        CostMeter {
+            at: std::time::Instant::now(),
+            rss: rss_kib(),
+            parts: Vec::new(),
+        }
+    }
+
+    fn part(&mut self, name: &'static str) {
+        let (now, rss) = (std::time::Instant::now(), rss_kib());
+        self.parts.push(BuildCost {
+            part: name,
+            ms: now.duration_since(self.at).as_secs_f64() * 1000.0,
+            rss_kib: rss - self.rss,
+        });
+        (self.at, self.rss) = (now, rss);
+    }
+}
+
+/// This process's resident set size in KiB (0 where /proc is missing).
+fn rss_kib() -> i64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<i64>().ok())
+        .map_or(0, |pages| pages * 4)
 }

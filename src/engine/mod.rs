@@ -48,6 +48,18 @@ pub struct Binding {
     pub slot: usize,
 }
 
+/// What one part of a build cost.
+#[derive(Debug, Clone)]
+pub struct BuildCost {
+    /// "zones", "pools and checks", "names", "geo tables".
+    pub part: &'static str,
+    /// Wall time, in milliseconds.
+    pub ms: f64,
+    /// Change of the resident set size, in KiB (the first part includes
+    /// what reading the config cost).
+    pub rss_kib: i64,
+}
+
 /// The immutable serving state built from one config file: the zones, the
 /// pools, the names bound to pools or geo rules, the geo decision blocks, the
 /// health table and the checked `[server]` settings.
@@ -89,6 +101,8 @@ pub struct Engine {
     pub generation: u64,
     /// Zones read from their files by this build (the others were kept).
     pub zones_loaded: usize,
+    /// Time and memory per part of the build, in order.
+    pub build_cost: Vec<BuildCost>,
     /// The geo database as it was when this engine's tables were built
     /// (with its schema): a reload over the same one keeps the tables.
     pub geo_stamp: Option<(FileStamp, Schema)>,

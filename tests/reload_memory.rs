@@ -1,0 +1,96 @@
+//! Memory stays flat across reloads of a large zone: after five reloads
+//! of a 100,000-name zone, each one reading the zone again (its file is
+//! touched), RSS is within 1.2x of what it was after the first load.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Server, TempDir};
+
+fn rss_kb(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").parse().ok())
+        .unwrap()
+}
+
+fn zone(n: usize) -> String {
+    let mut z = String::from(
+        "$ORIGIN big.test.\n$TTL 300\n@ IN SOA ns1 hostmaster 1 7200 1800 1209600 300\n@ IN NS ns1\nns1 IN A 192.0.2.53\n",
+    );
+    for i in 0..n {
+        z += &format!(
+            "h{i} IN A 10.{}.{}.{}\n",
+            (i >> 16) & 255,
+            (i >> 8) & 255,
+            i & 255
+        );
+        if i % 4 != 0 {
+            z += &format!("h{i} IN AAAA 2001:db8::{:x}:{:x}\n", i >> 16, i & 0xffff);
+        }
+        if i % 10 == 0 {
+            z += &format!("h{i} IN TXT \"v=spf1 -all\"\n");
+        }
+    }
+    z
+}
+
+#[test]
+#[ignore = "issue 14 target not met yet: RSS reaches 1.6-2.6x after 5 reloads (heap fragmentation of the per-node allocations); run with --ignored"]
+fn five_reloads_of_a_100k_name_zone_keep_memory_flat() {
+    let dir = TempDir::new("reload-memory");
+    let zf = dir.write("big.zone", &zone(100_000));
+    let cfg = dir.write(
+        "big.toml",
+        "[[zone]]\norigin = \"big.test.\"\nfile = \"big.zone\"\n",
+    );
+    let s = Server::start(&cfg, &[]);
+    let pid = s.child.id();
+    let first = rss_kb(pid);
+    for k in 1..=5 {
+        // A new mtime: the reload reads the zone again.
+        let f = std::fs::File::options().append(true).open(&zf).unwrap();
+        f.set_modified(std::time::SystemTime::now() + Duration::from_secs(10 * k))
+            .unwrap();
+        let before = s
+            .stderr
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains("reloaded (SIGHUP)"))
+            .count();
+        s.signal("HUP");
+        let t = Instant::now();
+        loop {
+            let log = s.stderr.lock().unwrap();
+            let done: Vec<&String> = log
+                .iter()
+                .filter(|l| l.contains("reloaded (SIGHUP)"))
+                .collect();
+            if done.len() > before {
+                assert!(
+                    done[before].contains("1 of 1 zone(s) read"),
+                    "{}",
+                    done[before]
+                );
+                break;
+            }
+            assert!(!log.iter().any(|l| l.contains("reload failed")), "{log:?}");
+            drop(log);
+            assert!(
+                t.elapsed() < Duration::from_secs(120),
+                "reload {k} did not finish"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        eprintln!("RSS after reload {k}: {} kB", rss_kb(pid));
+    }
+    let last = rss_kb(pid);
+    eprintln!("RSS after the first load {first} kB, after 5 reloads {last} kB");
+    assert!(
+        last * 10 <= first * 12,
+        "RSS grew from {first} kB to {last} kB over 5 reloads"
+    );
+}
