@@ -9,7 +9,9 @@
 #              plugin/module configs before they answer it)
 #   rss_MiB    VmRSS 1 s after that
 #   reload_ms  trigger -> the server answers the new SOA serial (the zone
-#              file's serial is bumped and the configs touched before):
+#              file's serial is bumped and the configs touched before; in the
+#              geo cases meridian's config also gets one rule changed in every
+#              map, see below):
 #                meridian  SIGHUP (its own "reloaded ... in N ms" is kept too)
 #                gdnsd     zone cases: gdnsdctl reload-zones; geo and pool
 #                          cases: gdnsdctl replace (reload-zones does not re-read
@@ -41,7 +43,9 @@
 #   SEED=7871         gen_scale.py seed
 #   OUT=              output (cases, logs, scale.tsv, table.txt); default
 #                     ${TMPDIR:-/tmp}/meridian-scale.<date>
-#   MERIDIAN=target/release/meridian
+#   MERIDIAN=target/release/meridian  REV= (commit shown; default: the tree now)
+#   KEEP_CASES=1      keep the generated cases (default: deleted after measuring)
+#   TABLE_ONLY="DIR/scale.tsv ..."   only print the tables of earlier runs
 #
 # Build first: cargo build --release -p meridian. Installs nothing, uses
 # 127.0.0.1 only, runs one server at a time, and stops only the processes it
@@ -79,7 +83,7 @@ for s in $SERVERS; do
         *) die "unknown server $s" ;;
     esac
 done
-if [[ " $CASES " == *" geo-"* ]]; then
+if [ -z "${TABLE_ONLY:-}" ] && [[ " $CASES " == *" geo-"* ]]; then
     [ -s "$GEOIP_MMDB" ] || die "GEOIP_MMDB=$GEOIP_MMDB not found (compare.sh fetches it, or set GEOIP_MMDB)"
     GEOIP_MMDB=$(cd "$(dirname "$GEOIP_MMDB")" && pwd)/$(basename "$GEOIP_MMDB")
 fi
@@ -94,7 +98,7 @@ done
 mkdir -p "$OUT/bin"
 OUT=$(cd "$OUT" && pwd)
 note "output in $OUT"
-REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- src crates Cargo.toml Cargo.lock 2>/dev/null || echo '+dirty')
+REV=${REV:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- src crates Cargo.toml Cargo.lock 2>/dev/null || echo '+dirty')}
 cp -p "$MERIDIAN" "$OUT/bin/meridian" && MERIDIAN=$OUT/bin/meridian
 OTHER_CPUS=$(awk -v s="$SERVER_CPU" 'BEGIN { n = '"$(nproc)"'; for (i = 0; i < n; i++) if (i != s) o = o (o == "" ? "" : ",") i; print o }')
 
@@ -161,7 +165,7 @@ with open(p) as f: lines = f.readlines()
 lines[2] = re.sub(r"hostmaster (\d+)\S*", lambda m: "hostmaster %d" % (int(m.group(1)) + 1), lines[2])
 with open(p + ".tmp", "w") as f: f.writelines(lines)
 EOF
-    mv "$1.tmp" "$1"; awk 'NR == 3 { print $4 }' "$1"; }
+    mv "$1.tmp" "$1"; awk 'NR == 3 { print $5 }' "$1"; }
 
 # --- one case, one server, one run -----------------------------------------------
 # Prints: case server run load_ms rss_kib reload_ms peak_kib rss2_kib own_load own_reload how quiet
@@ -199,6 +203,9 @@ run_one() {
         printf '%s\t%s\t%s\tFAIL\t\t\t\t\t\t\t\t%s\n' "$case" "$s" "$r" "$quiet"
         return
     fi
+    # one answer from the case's own names (h1, g0 or p0), into the log
+    echo "check: $(ask "$port" "$CHECK_NAME" A)" >>"$logf.ctl"
+    [ -n "$(ask "$port" "$CHECK_NAME" A)" ] || note "$case $s: no A answer for $CHECK_NAME"
     sleep 1
     rss=$(kib VmRSS "$pid")
     own_l=$(sed 's/\x1b\[[0-9;]*m//g' "$logf" | sed -n 's/^meridian: ready.* in \([0-9]*\) ms.*/\1/p; s/^meridian: ready.*loaded in \([0-9]*\) ms.*/\1/p' | head -1)
@@ -206,6 +213,13 @@ run_one() {
     # reload: new serial, configs touched, HWM reset, sampler on the other CPUs
     serial=$(bump_serial "$zf")
     touch "$cd"/*.toml "$cd"/*.conf "$cd"/etc/config 2>/dev/null || true
+    # geo cases: a rule change in every map, so that meridian (which keeps geo
+    # tables whose rules and database did not change) rebuilds them all, as gdnsd
+    # replace and Knot's module reload do anyway. AD's pool moves to the next one.
+    if [ "$s" = meridian ] && [[ $case == geo-* ]]; then
+        sed -i -e 's/AD = \["p0"\]/AD = ["P1"]/; s/AD = \["p1"\]/AD = ["P2"]/; s/AD = \["p2"\]/AD = ["P3"]/' \
+            -e 's/AD = \["p3"\]/AD = ["P4"]/; s/AD = \["p4"\]/AD = ["P0"]/; s/AD = \["P\([0-9]\)"\]/AD = ["p\1"]/' "$cd/meridian.toml"
+    fi
     echo 5 >"/proc/$pid/clear_refs" 2>/dev/null || true
     smp=$OUT/logs/$case.$s.$r.sample
     rm -f "$smp" "$smp.stop"
@@ -219,7 +233,7 @@ run_one() {
         meridian) kill -HUP "$pid"; how=SIGHUP ;;
         gdnsd)
             if [[ $case == zone-* ]]; then how=reload-zones; gdnsdctl -c "$cd/etc" reload-zones >>"$logf.ctl" 2>&1 & ctl=$!
-            else how=replace; gdnsdctl -c "$cd/etc" -t "$WAIT_MAX" replace >>"$logf.ctl" 2>&1 & ctl=$!; fi ;;
+            else how=replace; gdnsdctl -c "$cd/etc" -t "$(( WAIT_MAX < 300 ? WAIT_MAX : 300 ))" replace >>"$logf.ctl" 2>&1 & ctl=$!; fi ;;
         knot) how="zone-reload -f"; knotc -s "$cd/knot.sock" -f zone-reload scale.test >>"$logf.ctl" 2>&1 & ctl=$! ;;
     esac
     rel=
@@ -265,13 +279,19 @@ run_one() {
 
 # --- main ---------------------------------------------------------------------------
 ROWS=$OUT/scale.tsv
-printf 'case\tserver\trun\tload_ms\trss_kib\treload_ms\tpeak_kib\trss2_kib\tmeridian_load_ms\tmeridian_reload_ms\treload_by\tbusy_pct_before\n' >"$ROWS"
+if [ -n "${TABLE_ONLY:-}" ]; then
+    # TABLE_ONLY="a/scale.tsv b/scale.tsv": only print the tables of earlier runs.
+    awk 'NR == 1 || FNR > 1' $TABLE_ONLY >"$ROWS"
+    CASES=
+fi
+[ -n "${TABLE_ONLY:-}" ] || printf 'case\tserver\trun\tload_ms\trss_kib\treload_ms\tpeak_kib\trss2_kib\tmeridian_load_ms\tmeridian_reload_ms\treload_by\tbusy_pct_before\n' >"$ROWS"
 for case in $CASES; do
     t=$(now_ms)
     python3 "$HERE/gen_scale.py" --out "$OUT/cases" --mmdb "${GEOIP_MMDB:-none}" --cases "$case" --seed "$SEED" \
         --gdnsd-port "$(port_of gdnsd)" --knot-port "$(port_of knot)" >&2
     bytes=$(du -sb --apparent-size "$OUT/cases/$case/meridian" | cut -f1)
     note "$case: generated in $(( $(now_ms) - t )) ms ($((bytes / 1024)) KiB of meridian input)"
+    case $case in zone-*) CHECK_NAME=h1.scale.test ;; geo-*) CHECK_NAME=g0.scale.test ;; *) CHECK_NAME=p0.scale.test ;; esac
     for r in $(seq "$RUNS"); do
         for s in $SERVERS; do
             row=$(run_one "$case" "$s" "$r")
@@ -299,7 +319,7 @@ NR > 1 {
     if ($6 != "FAIL" && $6 != "") { RL[k] = RL[k] " " $6; P[k] = P[k] " " $7 }
     if ($9 != "") OL[k] = OL[k] " " $9
     if ($10 != "") OR[k] = $10
-    how[k] = $11; runs[k]++
+    how[k] = $11; runs[k]++; if ($12 ~ /!/) busy[k] = "*"
 }
 END {
     for (i = 1; i <= n; i++) {
@@ -309,11 +329,13 @@ END {
             last = g
         }
         l = med(L[k]); rl = med(RL[k])
-        printf "%-11s %-9s %9s %8s %10s %9s %9s  %s%s\n", c[i], s[i], l == "" ? "FAIL" : l,
+        printf "%-11s %-9s %9s %8s %10s %9s %9s  %s%s\n", c[i], s[i] busy[k], l == "" ? "FAIL" : l,
             R[k] == "" ? "-" : sprintf("%.1f", med(R[k]) / 1024), rl == "" ? "FAIL" : rl,
             P[k] == "" ? "-" : sprintf("%.1f", med(P[k]) / 1024), R2[k] == "" ? "-" : sprintf("%.1f", med(R2[k]) / 1024),
             how[k], OL[k] == "" ? "" : sprintf("; meridian: loaded in %s ms, reloaded in %s", med(OL[k]), OR[k])
     }
 }' "$ROWS"
+echo
+echo "# * = the machine was still busy (other processes > QUIET_PCT % of a CPU) when that server started"
 } | tee "$OUT/table.txt"
 note "table in $OUT/table.txt, every run in $ROWS"
