@@ -2,6 +2,7 @@
 //! [`crate::health::Check`] (kinds, timings, HTTP expectations).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use toml::Spanned;
 
@@ -13,7 +14,7 @@ use crate::health::{Check, CheckKind};
 pub fn checks(
     src: &Source,
     cfg: &BTreeMap<String, Spanned<CheckCfg>>,
-) -> Result<BTreeMap<String, Check>, LocatedError> {
+) -> Result<BTreeMap<String, Arc<Check>>, LocatedError> {
     let mut out = BTreeMap::new();
     for (name, c) in cfg {
         let span = c.span();
@@ -142,7 +143,7 @@ pub fn checks(
         }
         out.insert(
             name.clone(),
-            Check {
+            Arc::new(Check {
                 name: name.clone(),
                 kind,
                 port: c.port,
@@ -156,7 +157,7 @@ pub fn checks(
                 expect_body: c.expect_body.clone(),
                 tls_verify: c.tls_verify.unwrap_or(true),
                 unknown_is_up: c.unknown_is_up.unwrap_or(true),
-            },
+            }),
         );
     }
     Ok(out)
@@ -166,7 +167,7 @@ pub fn checks(
 mod tests {
     use super::*;
 
-    fn parse(toml_text: &str) -> Result<BTreeMap<String, Check>, String> {
+    fn parse(toml_text: &str) -> Result<BTreeMap<String, Arc<Check>>, String> {
         let src = Source {
             path: "t.toml".into(),
             text: toml_text.to_string(),

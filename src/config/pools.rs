@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use toml::Spanned;
 
@@ -18,7 +19,7 @@ pub fn pool(
     src: &Source,
     name: &str,
     p: &Spanned<PoolCfg>,
-    checks: &BTreeMap<String, Check>,
+    checks: &BTreeMap<String, Arc<Check>>,
     specs: &mut Vec<CheckSpec>,
     spec_index: &mut HashMap<CheckSpec, u32>,
 ) -> Result<Pool, LocatedError> {
@@ -28,7 +29,7 @@ pub fn pool(
     }
     // A check by name; "none" (unless a table of that name exists) means no check.
     let find_check =
-        |c: &str, span: std::ops::Range<usize>| -> Result<Option<Check>, LocatedError> {
+        |c: &str, span: std::ops::Range<usize>| -> Result<Option<Arc<Check>>, LocatedError> {
             match checks.get(c) {
                 Some(x) => Ok(Some(x.clone())),
                 None if c == "none" => Ok(None),

@@ -2,6 +2,7 @@
 //! (address, port, check), and how entries carry over a reload.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 /// What a check probes (`[check.NAME] type`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -55,13 +56,14 @@ pub struct CheckSpec {
     pub addr: IpAddr,
     /// The member's own `port`, which wins over the check's.
     pub port: Option<u16>,
-    /// The check; None (also for `type = "none"`) means always up.
-    pub check: Option<Check>,
+    /// The check; None (also for `type = "none"`) means always up. Shared
+    /// by every member that names it, so an entry stays small.
+    pub check: Option<Arc<Check>>,
 }
 
 impl CheckSpec {
     /// A spec; a check of kind `none` is dropped, so such a member is always up.
-    pub fn new(addr: IpAddr, port: Option<u16>, check: Option<Check>) -> CheckSpec {
+    pub fn new(addr: IpAddr, port: Option<u16>, check: Option<Arc<Check>>) -> CheckSpec {
         let check = check.filter(|c| c.kind != CheckKind::None);
         CheckSpec { addr, port, check }
     }

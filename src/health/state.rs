@@ -138,6 +138,10 @@ impl HealthTable {
         let mut unknown_up = Vec::with_capacity(specs.len());
         let mut stats = Vec::with_capacity(specs.len());
         let carried = prev.map(|(_, ps)| carry_map(specs, ps));
+        // Entries without a check are never probed: their counters stay
+        // zero, so they share one (50,000 pools of 4 members would
+        // otherwise hold 200,000 of them).
+        let unchecked = Arc::new(EntryStats::default());
         for (k, s) in specs.iter().enumerate() {
             let old = prev.and_then(|(t, _)| carried.as_ref()?[k].map(|i| (t, i)));
             let (st, ov, stat) = match old {
@@ -146,11 +150,8 @@ impl HealthTable {
                     t.override_of(i as u32),
                     t.stats[i].clone(),
                 ),
-                None => (
-                    if s.check.is_none() { UP } else { UNKNOWN },
-                    OVR_NONE,
-                    Arc::new(EntryStats::default()),
-                ),
+                None if s.check.is_none() => (UP, OVR_NONE, unchecked.clone()),
+                None => (UNKNOWN, OVR_NONE, Arc::new(EntryStats::default())),
             };
             state.push(AtomicU8::new(st));
             overrides.push(AtomicU8::new(ov));

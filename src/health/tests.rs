@@ -73,17 +73,17 @@ fn table_carries_state_and_stats_for_equal_specs() {
     let a = CheckSpec::new(
         "127.0.0.1".parse().unwrap(),
         None,
-        Some(check(CheckKind::Tcp)),
+        Some(Arc::new(check(CheckKind::Tcp))),
     );
     let b = CheckSpec::new(
         "127.0.0.2".parse().unwrap(),
         None,
-        Some(check(CheckKind::Tcp)),
+        Some(Arc::new(check(CheckKind::Tcp))),
     );
     let none = CheckSpec::new(
         "127.0.0.3".parse().unwrap(),
         None,
-        Some(check(CheckKind::None)),
+        Some(Arc::new(check(CheckKind::None))),
     );
     assert!(none.check.is_none());
     let t1 = HealthTable::new(&[a.clone(), b.clone(), none.clone()], None);
@@ -95,10 +95,10 @@ fn table_carries_state_and_stats_for_equal_specs() {
     t1.stats(0).checks.fetch_add(5, Ordering::Relaxed);
     // b retuned (interval only): the same probe, so it continues b's entry.
     let mut b2 = b.clone();
-    b2.check.as_mut().unwrap().interval_ms = 300;
+    Arc::make_mut(b2.check.as_mut().unwrap()).interval_ms = 300;
     // a with another path probes something else: a new entry.
     let mut a2 = a.clone();
-    a2.check.as_mut().unwrap().path = "/other".into();
+    Arc::make_mut(a2.check.as_mut().unwrap()).path = "/other".into();
     let specs2 = [b2, a.clone(), a2];
     let t2 = HealthTable::new(&specs2, Some((&t1, &[a, b, none][..])));
     assert_eq!(t2.state(1), DOWN, "unchanged spec keeps its state");
@@ -118,21 +118,21 @@ fn carry_map_claims_each_old_entry_once() {
     slow.interval_ms = 1000;
     let mut slower = slow.clone();
     slower.interval_ms = 2000;
-    let old = [CheckSpec::new(ip, None, Some(c.clone()))];
+    let old = [CheckSpec::new(ip, None, Some(Arc::new(c.clone())))];
     // The exact match claims the old entry; the retuned twin starts over.
     let new = [
-        CheckSpec::new(ip, None, Some(slow.clone())),
-        CheckSpec::new(ip, None, Some(c.clone())),
+        CheckSpec::new(ip, None, Some(Arc::new(slow.clone()))),
+        CheckSpec::new(ip, None, Some(Arc::new(c.clone()))),
     ];
     assert_eq!(carry_map(&new, &old), vec![None, Some(0)]);
     // Without an exact match the first retuned one continues it.
     let new = [
-        CheckSpec::new(ip, None, Some(slow)),
-        CheckSpec::new(ip, None, Some(slower)),
+        CheckSpec::new(ip, None, Some(Arc::new(slow))),
+        CheckSpec::new(ip, None, Some(Arc::new(slower))),
     ];
     assert_eq!(carry_map(&new, &old), vec![Some(0), None]);
     // Another port is another probe.
-    let new = [CheckSpec::new(ip, Some(9), Some(c))];
+    let new = [CheckSpec::new(ip, Some(9), Some(Arc::new(c)))];
     assert_eq!(carry_map(&new, &old), vec![None]);
 }
 
@@ -140,7 +140,7 @@ fn carry_map_claims_each_old_entry_once() {
 fn unknown_is_up_false_and_overrides() {
     let mut c = check(CheckKind::Http);
     c.unknown_is_up = false;
-    let a = CheckSpec::new("127.0.0.1".parse().unwrap(), None, Some(c));
+    let a = CheckSpec::new("127.0.0.1".parse().unwrap(), None, Some(Arc::new(c)));
     let t = HealthTable::new(&[a], None);
     assert!(!t.is_up(0));
     t.set_override(0, OVR_UP);
@@ -160,9 +160,9 @@ fn effective_port_and_override_precedence() {
     let ip = "127.0.0.1".parse().unwrap();
     let mut c = check(CheckKind::Http);
     c.port = None;
-    let s = CheckSpec::new(ip, None, Some(c.clone()));
+    let s = CheckSpec::new(ip, None, Some(Arc::new(c.clone())));
     assert_eq!(s.effective_port(), Some(80));
-    let s2 = CheckSpec::new(ip, Some(9000), Some(c));
+    let s2 = CheckSpec::new(ip, Some(9000), Some(Arc::new(c)));
     assert_eq!(s2.effective_port(), Some(9000));
     assert_eq!(s2.target(), "127.0.0.1:9000");
     let mut m = Overrides::new();
@@ -173,7 +173,7 @@ fn effective_port_and_override_precedence() {
     let v6 = CheckSpec::new(
         "::1".parse().unwrap(),
         Some(8443),
-        Some(check(CheckKind::Https)),
+        Some(Arc::new(check(CheckKind::Https))),
     );
     assert_eq!(v6.target(), "[::1]:8443");
 }
