@@ -25,6 +25,52 @@ use parse::{SourceRdata, SourceRecord};
 /// cannot lengthen their probe chains.
 pub type NameMap<V> = HashMap<Box<[u8]>, V, BuildHasherDefault<rustc_hash::FxHasher>>;
 
+/// Node indices, hashed by their node's name (FxHash: built at load time
+/// and never grown by queries, so hostile names cannot lengthen probes).
+#[derive(Clone, Default)]
+pub struct NodeIndex(hashbrown::HashTable<u32>);
+
+impl std::fmt::Debug for NodeIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "NodeIndex({} names)", self.0.len())
+    }
+}
+
+#[inline]
+fn name_hash(name: &[u8]) -> u64 {
+    use std::hash::Hasher;
+    let mut h = rustc_hash::FxHasher::default();
+    h.write(name);
+    h.finish()
+}
+
+impl NodeIndex {
+    /// The index of the node named `name` in `nodes`.
+    #[inline]
+    pub fn find(&self, nodes: &[Node], name: &[u8]) -> Option<u32> {
+        self.0
+            .find(name_hash(name), |&i| &*nodes[i as usize].name == name)
+            .copied()
+    }
+
+    /// Add node `id` (already in `nodes`, under a name not yet indexed).
+    pub fn insert(&mut self, nodes: &[Node], id: u32) {
+        let h = name_hash(&nodes[id as usize].name);
+        self.0
+            .insert_unique(h, id, |&i| name_hash(&nodes[i as usize].name));
+    }
+
+    /// Names indexed.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// No names.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// The zone that holds `name` (lower-cased wire): the index of its longest
 /// suffix in `index` (apex → place in the zone list).
 pub fn zone_of(index: &NameMap<usize>, name: &[u8]) -> Option<usize> {
@@ -227,8 +273,9 @@ pub struct Zone {
     pub origin_text: String,
     /// Every node of the zone; `index` and `apex` point into it.
     pub nodes: Vec<Node>,
-    /// Lower-cased wire name to index in `nodes`.
-    pub index: NameMap<u32>,
+    /// Lower-cased wire name to index in `nodes`; the name itself is kept
+    /// once, in its node.
+    pub index: NodeIndex,
     /// TTL for negative answers: min(SOA TTL, SOA MINIMUM) (RFC 2308 §5).
     pub negative_ttl: u32,
     /// Index in `nodes` of the apex node (which holds the SOA and NS).
@@ -324,7 +371,7 @@ impl Zone {
             origin_labels: label_count(&origin_w),
             origin_text: name_text(&origin_w),
             nodes: Vec::new(),
-            index: NameMap::default(),
+            index: NodeIndex::default(),
             negative_ttl: 0,
             apex: 0,
             record_count: 0,
@@ -462,7 +509,7 @@ impl Zone {
 
     /// Find or create the node for `name`, with its empty non-terminal ancestors.
     pub fn node_id(&mut self, name: &[u8]) -> u32 {
-        if let Some(&id) = self.index.get(name) {
+        if let Some(id) = self.index.find(&self.nodes, name) {
             return id;
         }
         let id = self.nodes.len() as u32;
@@ -470,7 +517,7 @@ impl Zone {
             name: name.into(),
             ..Node::default()
         });
-        self.index.insert(name.into(), id);
+        self.index.insert(&self.nodes, id);
         if name != &*self.origin {
             if let Some(p) = parent(name) {
                 let p = p.to_vec();
@@ -482,7 +529,9 @@ impl Zone {
 
     /// The node for `name` (lower-cased wire), if the zone has one.
     pub fn get(&self, name: &[u8]) -> Option<&Node> {
-        self.index.get(name).map(|&i| &self.nodes[i as usize])
+        self.index
+            .find(&self.nodes, name)
+            .map(|i| &self.nodes[i as usize])
     }
 
     /// The apex node.
