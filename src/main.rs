@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
-use clap_complete::Shell;
+use meridian_clidoc::Shell;
 
 use meridian::engine::Engine;
 
@@ -79,7 +79,7 @@ enum Cmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Man => match man_page(Cli::command(), "8", &mut std::io::stdout()) {
+        Cmd::Man => match meridian_clidoc::man_page(Cli::command(), "8", &mut std::io::stdout()) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("meridian: {e}");
@@ -87,12 +87,7 @@ fn main() -> ExitCode {
             }
         },
         Cmd::Completions { shell } => {
-            clap_complete::generate(
-                shell,
-                &mut Cli::command(),
-                "meridian",
-                &mut std::io::stdout(),
-            );
+            meridian_clidoc::completions(Cli::command(), shell, &mut std::io::stdout());
             ExitCode::SUCCESS
         }
         Cmd::Check { config } => match Engine::load(&config) {
@@ -146,27 +141,4 @@ fn main() -> ExitCode {
             }
         },
     }
-}
-
-/// The man page: the top-level page, then each subcommand's synopsis and
-/// options (clap_mangen renders one command at a time).
-fn man_page(
-    cmd: clap::Command,
-    section: &str,
-    out: &mut dyn std::io::Write,
-) -> std::io::Result<()> {
-    let name = cmd.get_name().to_string();
-    clap_mangen::Man::new(cmd.clone())
-        .section(section)
-        .render(out)?;
-    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
-        let full = format!("{name} {}", sub.get_name());
-        writeln!(out, ".SH \"{}\"", full.to_uppercase())?;
-        let sub = sub.clone().name(full);
-        let man = clap_mangen::Man::new(sub);
-        man.render_synopsis_section(out)?;
-        man.render_description_section(out)?;
-        man.render_options_section(out)?;
-    }
-    Ok(())
 }

@@ -58,13 +58,9 @@ fn config(dir: &TempDir, n: usize, m: usize) -> std::path::PathBuf {
 }
 
 fn check(cfg: &std::path::Path) -> String {
-    let out = std::process::Command::new(common::BIN)
-        .args(["check", "--config"])
-        .arg(cfg)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    String::from_utf8(out.stdout).unwrap()
+    let (rc, out, err) = common::run(&["check", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(rc, 0, "{err}");
+    out
 }
 
 #[test]

@@ -5,46 +5,21 @@
 //! and the answers.
 
 mod common;
+mod health_support;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use common::{Server, TempDir, Q};
 use hickory_proto::rr::RecordType;
 
 fn metric(api: SocketAddr, name: &str) -> u64 {
-    let mut s = TcpStream::connect(api).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-    let mut body = String::new();
-    s.read_to_string(&mut body).unwrap();
-    body.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in\n{body}"))
+    let text = health_support::metrics(api);
+    health_support::metric(&text, name).unwrap_or_else(|| panic!("no {name} in\n{text}")) as u64
 }
 
-fn reloads(s: &Server) -> usize {
-    let log = s.stderr.lock().unwrap();
-    log.iter()
-        .filter(|l| l.contains("meridian: reloaded (SIGHUP)") || l.contains("reload failed"))
-        .count()
-}
-
-/// SIGHUP and wait for the reload's line; returns it.
 fn reload(s: &Server) -> String {
-    let before = reloads(s);
-    s.signal("HUP");
-    let t = Instant::now();
-    while reloads(s) == before {
-        assert!(t.elapsed() < Duration::from_secs(30), "no reload line");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let log = s.stderr.lock().unwrap();
-    log.iter()
-        .rev()
-        .find(|l| l.contains("reloaded (SIGHUP)") || l.contains("reload failed"))
-        .unwrap()
-        .clone()
+    s.reload(Duration::from_secs(30))
 }
 
 /// Bump a file's mtime past the filesystem's resolution.

@@ -122,7 +122,9 @@ impl Collector for Counters {
         for (i, v) in m.rcode.iter().enumerate() {
             let v = load(v);
             if v > 0 {
-                counter(&mut f, &[("rcode", rcode_name(i))], v)?;
+                let name = meridian_wire::rcode_name(i as u16)
+                    .map_or_else(|| i.to_string(), str::to_string);
+                counter(&mut f, &[("rcode", name.as_str())], v)?;
             }
         }
 
@@ -366,17 +368,4 @@ fn health(enc: &mut DescriptorEncoder<'_>, e: &Engine) -> fmt::Result {
             .encode_histogram::<NoLabelSet>(h.sum_seconds(), count, &buckets, None)?;
     }
     Ok(())
-}
-
-fn rcode_name(i: usize) -> String {
-    match i {
-        0 => "NOERROR".into(),
-        1 => "FORMERR".into(),
-        2 => "SERVFAIL".into(),
-        3 => "NXDOMAIN".into(),
-        4 => "NOTIMP".into(),
-        5 => "REFUSED".into(),
-        16 => "BADVERS".into(),
-        n => n.to_string(),
-    }
 }

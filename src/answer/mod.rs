@@ -132,7 +132,7 @@ impl Engine {
             out_len(w.buf.len())
         } else {
             let client = q.edns.map(|e| e.udp_size.max(512)).unwrap_or(512);
-            (client.min(self.payload) as usize).min(w.buf.len())
+            (client.min(self.settings.edns_udp_payload) as usize).min(w.buf.len())
         };
         w.len = 12;
         w.put(&req[12..q.question_end]);
@@ -167,7 +167,7 @@ impl Engine {
         if let Some(e) = q.edns {
             put_opt(
                 &mut w,
-                self.payload,
+                self.settings.edns_udp_payload,
                 e.dnssec_ok,
                 0,
                 ecs.map(|c| (c, r.scope)),
@@ -210,7 +210,13 @@ impl Engine {
         let mut ar = 0;
         if let Some(e) = edns {
             let ecs = e.ecs.map(|c| (c, Scope::GLOBAL));
-            put_opt(w, self.payload, e.dnssec_ok, (rcode >> 4) as u8, ecs);
+            put_opt(
+                w,
+                self.settings.edns_udp_payload,
+                e.dnssec_ok,
+                (rcode >> 4) as u8,
+                ecs,
+            );
             ar = 1;
         }
         let id = u16::from_be_bytes([req[0], req[1]]);

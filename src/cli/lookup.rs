@@ -174,14 +174,12 @@ pub fn lookup(config: &Path, name: &str, qtype: &str, client: &str) -> Result<St
     Ok(s)
 }
 
-/// The RCODE as dig prints it.
+/// The RCODE as dig prints it (a NOERROR here has no records: NODATA).
 fn rcode_name(rc: ResponseCode) -> String {
-    match rc {
-        ResponseCode::NoError => "NOERROR (NODATA)".into(),
-        ResponseCode::NXDomain => "NXDOMAIN".into(),
-        ResponseCode::ServFail => "SERVFAIL".into(),
-        ResponseCode::Refused => "REFUSED".into(),
-        other => format!("{other:?}").to_uppercase(),
+    match meridian_wire::rcode_name(u16::from(rc)) {
+        Some("NOERROR") => "NOERROR (NODATA)".into(),
+        Some(name) => name.into(),
+        None => u16::from(rc).to_string(),
     }
 }
 

@@ -1,6 +1,9 @@
 //! Memory tuning for a long-lived process whose reloads build large tables:
 //! fixed malloc thresholds and a heap trim after each build (glibc only).
 
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
 use crate::engine::Engine;
 
 /// Keep of a freshly built engine what serving needs: the decision blocks,
@@ -30,14 +33,20 @@ pub(super) fn tune_malloc() {
 /// Drop the engine a reload replaced, once queries in flight let go of it
 /// (they hold it for one answer), and hand its memory back: a large zone is
 /// many small allocations under the mmap threshold, which glibc would keep.
-pub(super) fn release(old: std::sync::Arc<Engine>) {
-    let t = std::time::Instant::now();
-    while std::sync::Arc::strong_count(&old) > 1 && t.elapsed() < std::time::Duration::from_secs(1)
-    {
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    drop(old);
-    trim_heap();
+/// Done on a thread of its own, so the signal loop never waits for it.
+pub(super) fn release(old: Arc<Engine>) {
+    let work = move || {
+        let t = Instant::now();
+        while Arc::strong_count(&old) > 1 && t.elapsed() < Duration::from_secs(1) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        drop(old);
+        trim_heap();
+    };
+    // Without a thread the engine is dropped whenever the last query lets go.
+    let _ = std::thread::Builder::new()
+        .name("meridian-release".into())
+        .spawn(work);
 }
 
 /// Hand the heap a build used back to the system: glibc keeps freed memory

@@ -24,7 +24,7 @@ impl Daemon {
         self.checker
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .launch(e.health.clone(), &e.checks);
+            .launch(e.health.clone(), e.checks.clone());
     }
 }
 

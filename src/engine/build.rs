@@ -19,6 +19,9 @@ use meridian_wire::{TYPE_A, TYPE_AAAA, TYPE_CNAME};
 
 static GENERATION: AtomicU64 = AtomicU64::new(1);
 
+/// A bound name's owner: lower-cased wire form and text.
+type Owner = (Box<[u8]>, String);
+
 pub(super) fn build(
     src: &Source,
     cfg: ConfigFile,
@@ -27,29 +30,39 @@ pub(super) fn build(
     let settings = ServerSettings::from_cfg(src, &cfg.server)?;
     let mut cost = CostMeter::start();
 
-    // Zones whose files did not change are kept from `prev`, as long as
-    // the names bound in them are the same (nodes hold binding indices).
-    let bound: Vec<String> = cfg
+    // Each bound name's owner (wire and text), parsed once. Zones whose
+    // files did not change are kept from `prev`, as long as the names bound
+    // in them are the same (nodes hold binding indices).
+    let owners: Vec<Result<Owner, LocatedError>> = cfg
         .name
         .iter()
-        .filter_map(|(n, nc)| config::names::owner(src, n, nc.span()).ok())
-        .map(|w| name_text(&w))
+        .map(|(n, nc)| {
+            config::names::owner(src, n, nc.span()).map(|w| {
+                let t = name_text(&w);
+                (w, t)
+            })
+        })
         .collect();
     let keep = prev
-        .filter(|p| p.bindings.iter().map(|b| &b.name).eq(bound.iter()))
+        .filter(|p| {
+            owners.iter().all(Result::is_ok)
+                && p.bindings
+                    .iter()
+                    .map(|b| b.name.as_str())
+                    .eq(owners.iter().flatten().map(|(_, t)| t.as_str()))
+        })
         .map(|p| &p.zones[..]);
     let config::zones::Zones {
         list: mut zones,
         index: zone_index,
         loaded: zones_loaded,
     } = config::zones::zones(src, &cfg.zone, keep)?;
+    cost.part("zones");
 
     // Health checks named in the config.
     let mut health_specs: Vec<CheckSpec> = Vec::new();
     let mut spec_index: HashMap<CheckSpec, u32> = HashMap::new();
     let checks = config::checks::checks(src, &cfg.check)?;
-
-    cost.part("zones");
 
     // Pools.
     let mut pools = Vec::new();
@@ -74,15 +87,11 @@ pub(super) fn build(
     let mut bound_at = HashMap::new();
     // Geo names wait for their tables: (binding, rules, span, name).
     let mut geo_names = Vec::new();
-    for (name, nc) in &cfg.name {
+    for ((name, nc), owner) in cfg.name.iter().zip(owners) {
         let span = nc.span();
-        let w = config::names::owner(src, name, span.clone())?;
-        let zi = crate::zone::zone_of(&zone_index, &w).ok_or_else(|| {
-            src.err(
-                span.clone(),
-                format!("{} is not in any served zone", name_text(&w)),
-            )
-        })?;
+        let (w, text) = owner?;
+        let zi = crate::zone::zone_of(&zone_index, &w)
+            .ok_or_else(|| src.err(span.clone(), format!("{} is not in any served zone", text)))?;
         let zone = &zones[zi];
         if let Some(node) = zone.get(&w) {
             for o in &node.origins {
@@ -92,7 +101,7 @@ pub(super) fn build(
                         span.clone(),
                         format!(
                             "{} is bound to a pool but {}:{} has {} data at the same name",
-                            name_text(&w),
+                            text,
                             f.display(),
                             l,
                             if *t == TYPE_CNAME { "CNAME" } else { "address" }
@@ -107,7 +116,7 @@ pub(super) fn build(
             if zone.get(cur).map(|x| x.cut).unwrap_or(false) {
                 return Err(src.err(
                     span.clone(),
-                    format!("{} is at or below a delegation", name_text(&w)),
+                    format!("{} is at or below a delegation", text),
                 ));
             }
             cur = crate::zone::parent(cur).unwrap_or(&zone.origin);
@@ -127,7 +136,7 @@ pub(super) fn build(
                 span.clone(),
                 format!(
                     "{} is bound twice (also at line {})",
-                    name_text(&w),
+                    text,
                     crate::error::line_of(&src.text, other)
                 ),
             ));
@@ -141,7 +150,7 @@ pub(super) fn build(
             zone.nodes[node as usize].dynamic = Some(b);
         }
         bindings.push(Binding {
-            name: name_text(&w),
+            name: text,
             mode: r.mode,
             ttl: r.ttl,
             degraded_ttl: r.degraded_ttl,
@@ -194,8 +203,7 @@ pub(super) fn build(
         geo_stamp,
         geo_tables_built,
         health,
-        checks: health_specs,
-        payload: settings.edns_udp_payload,
+        checks: health_specs.into(),
         generation: GENERATION.fetch_add(1, Ordering::Relaxed),
         load_ms: 0,
         zones_loaded,
@@ -268,8 +276,15 @@ impl CostMeter {
 
 /// This process's resident set size in KiB (0 where /proc is missing).
 fn rss_kib() -> i64 {
-    std::fs::read_to_string("/proc/self/statm")
+    std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse::<i64>().ok())
-        .map_or(0, |pages| pages * 4)
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))?
+                .trim()
+                .trim_end_matches(" kB")
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
 }

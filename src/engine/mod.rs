@@ -94,9 +94,7 @@ pub struct Engine {
     /// which write it while the engine serves.
     pub health: Arc<HealthTable>,
     /// Distinct health check targets, in health-table order.
-    pub checks: Vec<CheckSpec>,
-    /// `[server] edns_udp_payload`, here for the query path.
-    pub payload: u16,
+    pub checks: Arc<[CheckSpec]>,
     /// Distinguishes engines across reloads (rotation restarts with a new one).
     pub generation: u64,
     /// Zones read from their files by this build (the others were kept).

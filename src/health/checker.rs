@@ -41,7 +41,7 @@ pub const MAX_IN_FLIGHT: usize = 256;
 pub struct Checker {
     handle: Handle,
     /// The table (and its specs) that the running tasks write.
-    current: Option<(Arc<HealthTable>, Vec<CheckSpec>)>,
+    current: Option<(Arc<HealthTable>, Arc<[CheckSpec]>)>,
     tasks: Vec<AbortHandle>,
     generation: u64,
     permits: Arc<Semaphore>,
@@ -65,7 +65,7 @@ impl Checker {
     /// tasks of the previous table. Entries whose spec did not change keep
     /// their state, counters and cadence. Called at start-up (before the
     /// ready line: checks do not wait for queries) and after each reload.
-    pub fn launch(&mut self, table: Arc<HealthTable>, specs: &[CheckSpec]) {
+    pub fn launch(&mut self, table: Arc<HealthTable>, specs: Arc<[CheckSpec]>) {
         for t in self.tasks.drain(..) {
             t.abort();
         }
@@ -74,7 +74,7 @@ impl Checker {
         let old = self.current.take();
         let carried = old
             .as_ref()
-            .map(|(_, o)| super::carry_map(specs, o))
+            .map(|(_, o)| super::carry_map(&specs, o))
             .unwrap_or_default();
         let now = Instant::now();
         for (i, spec) in specs.iter().enumerate() {
@@ -121,7 +121,7 @@ impl Checker {
                 self.tasks.len()
             );
         }
-        self.current = Some((table, specs.to_vec()));
+        self.current = Some((table, specs));
     }
 }
 

@@ -23,3 +23,20 @@ pub mod udp;
 pub use state::ServerState;
 pub use tcp::{bind_tcp, tcp_listener, BUSY_TIMEOUT};
 pub use udp::{bind_udp, udp_worker};
+
+/// A socket for `addr` that several can bind at once (the UDP workers of
+/// one address; an old and a new instance during a restart): SO_REUSEPORT
+/// and SO_REUSEADDR, IPv6-only for an IPv6 address.
+fn reusable_socket(
+    addr: std::net::SocketAddr,
+    ty: socket2::Type,
+    proto: socket2::Protocol,
+) -> std::io::Result<socket2::Socket> {
+    let s = socket2::Socket::new(socket2::Domain::for_address(addr), ty, Some(proto))?;
+    if addr.is_ipv6() {
+        s.set_only_v6(true)?;
+    }
+    s.set_reuse_port(true)?;
+    s.set_reuse_address(true)?;
+    Ok(s)
+}

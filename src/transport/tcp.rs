@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use socket2::{Domain, Protocol, Socket, Type};
+use socket2::{Protocol, Type};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::state::ServerState;
@@ -24,12 +24,7 @@ thread_local! {
 /// Bind a non-blocking TCP listener with SO_REUSEPORT (so that a new
 /// instance can take over the port), IPv6-only for an IPv6 address.
 pub fn bind_tcp(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
-    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    if addr.is_ipv6() {
-        s.set_only_v6(true)?;
-    }
-    s.set_reuse_port(true)?;
-    s.set_reuse_address(true)?;
+    let s = super::reusable_socket(addr, Type::STREAM, Protocol::TCP)?;
     s.bind(&addr.into())?;
     s.listen(1024)?;
     s.set_nonblocking(true)?;

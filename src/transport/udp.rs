@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use socket2::{Domain, Protocol, Socket, Type};
+use socket2::{Protocol, Socket, Type};
 
 use super::mmsg::{set_int_option, Batch};
 use super::rrl::{Limiter, Verdict};
@@ -21,12 +21,7 @@ use meridian_wire::truncate::truncate_response;
 
 /// Bind a UDP socket with SO_REUSEPORT so that several workers share the port.
 pub fn bind_udp(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
-    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
-    if addr.is_ipv6() {
-        s.set_only_v6(true)?;
-    }
-    s.set_reuse_port(true)?;
-    s.set_reuse_address(true)?;
+    let s = super::reusable_socket(addr, Type::DGRAM, Protocol::UDP)?;
     // A bounded buffer: bursts queue in the kernel, floods are dropped there.
     let _ = s.set_recv_buffer_size(4 << 20);
     dont_fragment(&s, addr.is_ipv6());
@@ -157,19 +152,14 @@ pub fn udp_worker(shared: Arc<ServerState>, sock: std::net::UdpSocket, share: us
 
 fn flush_rrl(shared: &ServerState, rrl: &mut Option<Limiter>) {
     if let Some(l) = rrl.as_mut() {
-        if l.dropped > 0 {
-            shared
-                .metrics
-                .rrl_dropped
-                .fetch_add(l.dropped, Ordering::Relaxed);
-            l.dropped = 0;
-        }
-        if l.slipped > 0 {
-            shared
-                .metrics
-                .rrl_slipped
-                .fetch_add(l.slipped, Ordering::Relaxed);
-            l.slipped = 0;
+        let m = &shared.metrics;
+        for (n, total) in [
+            (&mut l.dropped, &m.rrl_dropped),
+            (&mut l.slipped, &m.rrl_slipped),
+        ] {
+            if *n > 0 {
+                total.fetch_add(std::mem::take(n), Ordering::Relaxed);
+            }
         }
     }
 }

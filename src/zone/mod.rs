@@ -59,16 +59,6 @@ impl NodeIndex {
         self.0
             .insert_unique(h, id, |&i| name_hash(&nodes[i as usize].name));
     }
-
-    /// Names indexed.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// No names.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
 }
 
 /// The zone that holds `name` (lower-cased wire): the index of its longest
@@ -158,16 +148,6 @@ impl PreSet {
             v.extend_from_slice(&p.bytes);
         }
         PreSet(v.into_boxed_slice())
-    }
-
-    /// No answers.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// Octets held.
-    pub fn heap_bytes(&self) -> usize {
-        self.0.len()
     }
 
     #[inline]

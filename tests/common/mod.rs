@@ -212,6 +212,58 @@ impl Server {
     }
 
     /// Wait until a stderr line contains `needle`.
+    /// Number of stderr lines containing `needle`.
+    pub(crate) fn log_count(&self, needle: &str) -> usize {
+        self.stderr
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains(needle))
+            .count()
+    }
+
+    /// Wait until more than `before` stderr lines contain `needle`.
+    pub(crate) fn wait_log_count(&self, needle: &str, before: usize, timeout: Duration) -> bool {
+        let t0 = Instant::now();
+        while t0.elapsed() < timeout {
+            if self.log_count(needle) > before {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    /// Send SIGHUP and wait (up to `timeout`) for the reload's line, which
+    /// is returned: `meridian: reloaded (SIGHUP) ...` or `... reload failed ...`.
+    pub(crate) fn reload(&self, timeout: Duration) -> String {
+        let done =
+            |l: &String| l.contains("meridian: reloaded (SIGHUP)") || l.contains("reload failed");
+        let before = self
+            .stderr
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| done(l))
+            .count();
+        self.signal("HUP");
+        let t0 = Instant::now();
+        loop {
+            if let Some(l) = self
+                .stderr
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|l| done(l))
+                .nth(before)
+            {
+                return l.clone();
+            }
+            assert!(t0.elapsed() < timeout, "no reload line within {timeout:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub(crate) fn wait_log(&self, needle: &str, timeout: Duration) -> bool {
         let t0 = Instant::now();
         while t0.elapsed() < timeout {

@@ -475,22 +475,10 @@ pub(crate) fn mkgeo(csv: &Path, out: &Path) {
 
 /// Number of stderr lines of `s` containing `needle`.
 pub(crate) fn log_count(s: &Server, needle: &str) -> usize {
-    s.stderr
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|l| l.contains(needle))
-        .count()
+    s.log_count(needle)
 }
 
 /// Wait until more than `before` stderr lines contain `needle`.
 pub(crate) fn wait_log_count(s: &Server, needle: &str, before: usize, timeout: Duration) -> bool {
-    let t0 = std::time::Instant::now();
-    while t0.elapsed() < timeout {
-        if log_count(s, needle) > before {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
+    s.wait_log_count(needle, before, timeout)
 }

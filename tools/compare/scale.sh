@@ -70,7 +70,8 @@ OUT=${OUT:-${TMPDIR:-/tmp}/meridian-scale.$(date +%Y%m%d-%H%M%S)}
 
 die() { echo "scale.sh: $*" >&2; exit 1; }
 note() { echo "scale.sh: $*" >&2; }
-now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+# shellcheck source=tools/compare/lib.sh
+. "$HERE/lib.sh"
 
 # --- prerequisites ---------------------------------------------------------------
 [ -x "$MERIDIAN" ] || die "$MERIDIAN not found; build with: cargo build --release -p meridian"
@@ -101,45 +102,6 @@ note "output in $OUT"
 REV=${REV:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- src crates Cargo.toml Cargo.lock 2>/dev/null || echo '+dirty')}
 cp -p "$MERIDIAN" "$OUT/bin/meridian" && MERIDIAN=$OUT/bin/meridian
 OTHER_CPUS=$(awk -v s="$SERVER_CPU" 'BEGIN { n = '"$(nproc)"'; for (i = 0; i < n; i++) if (i != s) o = o (o == "" ? "" : ",") i; print o }')
-
-# --- processes -------------------------------------------------------------------
-STARTED=()
-cleanup() {
-    local p
-    for p in "${STARTED[@]}"; do
-        kill -0 "$p" 2>/dev/null || continue
-        kill "$p" 2>/dev/null || true
-        for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-        kill -9 "$p" 2>/dev/null || true
-    done
-    wait 2>/dev/null || true
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-stop_pid() {
-    kill "$1" 2>/dev/null || true
-    for _ in $(seq 200); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$1" 2>/dev/null || true
-    wait "$1" 2>/dev/null || true
-}
-
-# Busy time of the machine plus steal over 1 s, in % of one CPU.
-busy_pct() {
-    local a b
-    a=$(awk '/^cpu / {print $2 + $3 + $4 + $7 + $9; exit}' /proc/stat); sleep 1
-    b=$(awk '/^cpu / {print $2 + $3 + $4 + $7 + $9; exit}' /proc/stat)
-    echo $(( (b - a) * 100 / $(getconf CLK_TCK) ))
-}
-wait_quiet() {
-    local p=0 i
-    for i in $(seq "$QUIET_MAX"); do
-        p=$(busy_pct)
-        [ "$p" -le "$QUIET_PCT" ] && { echo "$p"; return 0; }
-    done
-    note "machine still busy ($p % of a CPU) after ${QUIET_MAX} s; measuring anyway"
-    echo "$p!"
-}
 
 kib() { awk -v k="$1:" '$1 == k { print $2; exit }' "/proc/$2/status" 2>/dev/null || echo 0; }
 ask() { dig +short +time=1 +tries=1 -p "$1" @127.0.0.1 "$2" "$3" 2>/dev/null | head -1; }
@@ -174,7 +136,8 @@ run_one() {
     port=$(port_of "$s")
     logf=$OUT/logs/$case.$s.$r.log
     mkdir -p "$OUT/logs"
-    quiet=$(wait_quiet)
+    wait_quiet
+    quiet=$QUIET_LAST
     case $s in
         meridian) zf=$cd/scale.test.zone ;;
         gdnsd) zf=$cd/etc/zones/scale.test; rm -rf "$cd/run" "$cd/state" ;;

@@ -133,19 +133,14 @@ impl QueryBuilder {
     }
 
     /// The query's length in octets.
-    pub fn len(&self) -> usize {
+    pub fn wire_len(&self) -> usize {
         12 + self.qname.len() + 4 + self.opt.as_ref().map_or(0, |o| 11 + o.options.len())
-    }
-
-    /// Always false: a query has at least a header.
-    pub fn is_empty(&self) -> bool {
-        false
     }
 
     /// Write the query into `out`. Returns the length, or None if `out` is
     /// too small.
     pub fn write(&self, out: &mut [u8]) -> Option<usize> {
-        let n = self.len();
+        let n = self.wire_len();
         let out = out.get_mut(..n)?;
         out[0..2].copy_from_slice(&self.id.to_be_bytes());
         out[2..4].copy_from_slice(&self.flags.to_be_bytes());
@@ -174,7 +169,7 @@ impl QueryBuilder {
 
     /// The query as a new vector.
     pub fn build(&self) -> Vec<u8> {
-        let mut v = vec![0; self.len()];
+        let mut v = vec![0; self.wire_len()];
         self.write(&mut v);
         v
     }
@@ -249,7 +244,7 @@ mod tests {
             q.len(),
             QueryBuilder::new("www.example.test", 28)
                 .ecs(c.addr(), 22)
-                .len()
+                .wire_len()
         );
     }
 

@@ -79,7 +79,7 @@ enum Command {
     /// Print a shell completion script on standard output.
     Completions {
         /// The shell: bash, elvish, fish, powershell or zsh.
-        shell: clap_complete::Shell,
+        shell: meridian_clidoc::Shell,
     },
 }
 
@@ -178,12 +178,11 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Ecs(args) => run_ecs(args),
         Command::Rotation(args) => run_rotation(args),
-        Command::Man => man_page(Cli::command(), "1", &mut std::io::stdout())
+        Command::Man => meridian_clidoc::man_page(Cli::command(), "1", &mut std::io::stdout())
             .map(|()| ExitCode::SUCCESS)
             .map_err(|e| e.to_string()),
         Command::Completions { shell } => {
-            let mut cmd = Cli::command();
-            clap_complete::generate(shell, &mut cmd, "meridian-probe", &mut std::io::stdout());
+            meridian_clidoc::completions(Cli::command(), shell, &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
         }
     };
@@ -293,27 +292,4 @@ fn run_rotation(args: RotationArgs) -> Result<ExitCode, String> {
         eprintln!("meridian-probe: no server answered: {why}");
         Ok(ExitCode::from(1))
     }
-}
-
-/// The man page: the top-level page, then each subcommand's synopsis and
-/// options (clap_mangen renders one command at a time).
-fn man_page(
-    cmd: clap::Command,
-    section: &str,
-    out: &mut dyn std::io::Write,
-) -> std::io::Result<()> {
-    let name = cmd.get_name().to_string();
-    clap_mangen::Man::new(cmd.clone())
-        .section(section)
-        .render(out)?;
-    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
-        let full = format!("{name} {}", sub.get_name());
-        writeln!(out, ".SH \"{}\"", full.to_uppercase())?;
-        let sub = sub.clone().name(full);
-        let man = clap_mangen::Man::new(sub);
-        man.render_synopsis_section(out)?;
-        man.render_description_section(out)?;
-        man.render_options_section(out)?;
-    }
-    Ok(())
 }
