@@ -1,5 +1,5 @@
 //! Zone files: arbitrary text through the master-file parser and, when it
-//! parses, through `Zone::build` (apex checks, CNAME rules, cuts, wildcards).
+//! parses, through the zone builder (apex checks, CNAME rules, cuts, wildcards).
 //! `$INCLUDE` is skipped: it reads arbitrary paths, which is the operator's
 //! business, not the parser's.
 #![no_main]

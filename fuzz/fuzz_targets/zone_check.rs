@@ -1,5 +1,5 @@
 //! Zone files: arbitrary text through the master-file parser and, when it
-//! parses, through `Zone::build` (apex checks, CNAME rules, cuts, wildcards).
+//! parses, through the zone builder (apex checks, CNAME rules, cuts, wildcards).
 //! `$INCLUDE` is skipped: it reads arbitrary paths, which is the operator's
 //! business, not the parser's.
 
@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use hickory_proto::rr::Name;
-use meridian::zone::{parse::parse_zone_str, Zone};
+use meridian::zone::Zone;
 
 fn origin() -> &'static Name {
     static O: OnceLock<Name> = OnceLock::new();
@@ -22,11 +22,23 @@ pub fn run_one(data: &[u8]) {
         return;
     }
     let path = Path::new("/nonexistent/fuzz.zone");
-    if let Ok(records) = parse_zone_str(text, path, origin()) {
-        if let Ok(z) = Zone::build(origin(), path, records) {
-            // Every name in the table is inside the zone.
-            for n in &z.nodes {
-                assert!(meridian_wire::name::is_subdomain(&n.name, &z.origin));
+    if let Ok(z) = Zone::from_text(origin(), path, text) {
+        // Every name in the table is inside the zone, and every record
+        // reads back whole from the flat storage.
+        for n in z.nodes() {
+            assert!(meridian_wire::name::is_subdomain(n.name(), &z.origin));
+            for set in n.rrsets() {
+                for rd in set.records() {
+                    assert!(
+                        rd.pieces()
+                            .map(|p| match p {
+                                meridian_wire::Piece::Bytes(b) | meridian_wire::Piece::Name(b) =>
+                                    2 + b.len(),
+                            })
+                            .sum::<usize>()
+                            == rd.0.len()
+                    );
+                }
             }
         }
     }

@@ -16,7 +16,7 @@ use std::net::IpAddr;
 use super::{Owner, Resolved};
 use crate::engine::{Engine, Target};
 use crate::pool::Selector;
-use crate::zone::{Chunk, Node, RRset, Zone};
+use crate::zone::{Node, RRset, Zone};
 use meridian_wire::ecs::{ClientSubnet, Scope};
 use meridian_wire::writer::{Section, Writer};
 use meridian_wire::*;
@@ -46,7 +46,7 @@ impl Engine {
                     }
                 } else {
                     // The closest enclosing zone, if it delegates this name.
-                    if self.zones[zi].get(name.as_bytes()).is_some_and(|n| n.cut) {
+                    if self.zones[zi].get(name.as_bytes()).is_some_and(|n| n.cut()) {
                         zone = Some((zi, i));
                     }
                     break;
@@ -138,7 +138,7 @@ impl<'e> Ctx<'e, '_> {
             match z.get(name.suffix(i)) {
                 Some(node) => {
                     // The parent side answers DS at a cut; we have none, so NODATA.
-                    if node.cut && !(i == 0 && qtype == TYPE_DS) {
+                    if node.cut() && !(i == 0 && qtype == TYPE_DS) {
                         self.referral(w, node);
                         return LookupRc::Referral;
                     }
@@ -151,24 +151,11 @@ impl<'e> Ctx<'e, '_> {
             }
         }
         if exact {
-            if depth == 0 {
-                if let Some(p) = encloser.prerendered(qtype) {
-                    w.put(p.bytes);
-                    w.an += p.an;
-                    w.ns += p.ns;
-                    w.ar += p.ar;
-                    return if p.rcode == RCODE_NXDOMAIN {
-                        LookupRc::NxDomain
-                    } else {
-                        LookupRc::NoError
-                    };
-                }
-            }
             return self.answer_node(w, encloser, owner, qtype, depth);
         }
         // RFC 4592 §3.3.1: the source of synthesis is *.<closest encloser>.
         let mut wild = [0u8; MAX_NAME + 2];
-        let enc = &encloser.name;
+        let enc = encloser.name();
         if enc.len() + 2 <= MAX_NAME {
             wild[0] = 1;
             wild[1] = b'*';
@@ -184,12 +171,12 @@ impl<'e> Ctx<'e, '_> {
     fn answer_node(
         &mut self,
         w: &mut Writer,
-        node: &'e Node,
+        node: Node<'e>,
         owner: Owner,
         qtype: u16,
         depth: usize,
     ) -> LookupRc {
-        if let Some(b) = node.dynamic {
+        if let Some(b) = node.dynamic() {
             let binding = &self.engine.bindings[b as usize];
             let family = match qtype {
                 TYPE_A => Some(false),
@@ -211,7 +198,7 @@ impl<'e> Ctx<'e, '_> {
             }
         }
         if qtype == TYPE_ANY {
-            if let Some(set) = node.rrsets.first() {
+            if let Some(set) = node.rrsets().next() {
                 owner.write_rrset(w, set);
                 return LookupRc::NoError;
             }
@@ -224,8 +211,8 @@ impl<'e> Ctx<'e, '_> {
     }
 
     /// Follow a CNAME inside the zone (RFC 1034 §4.3.2 step 3a).
-    fn follow(&mut self, w: &mut Writer, cname: &'e RRset, qtype: u16, depth: usize) -> LookupRc {
-        let Some(Chunk::Name(target)) = cname.rdatas.first().and_then(|r| r.0.first()) else {
+    fn follow(&mut self, w: &mut Writer, cname: RRset<'e>, qtype: u16, depth: usize) -> LookupRc {
+        let Some(target) = cname.first().and_then(|r| r.first_name()) else {
             return LookupRc::NoError;
         };
         // `depth` links have been followed so far: at most MAX_CHAIN in all.
@@ -234,10 +221,10 @@ impl<'e> Ctx<'e, '_> {
         }
         // A loop: the target is already in the answer (each CNAME once).
         let seen = &self.chain[..depth];
-        if **target == *self.qname || seen.iter().any(|&n| *n == **target) {
+        if target == self.qname || seen.contains(&target) {
             return LookupRc::NoError;
         }
-        self.chain[depth] = &target[..];
+        self.chain[depth] = target;
         let mut tn = WireName::default();
         if !tn.set(target) {
             return LookupRc::NoError;
@@ -273,13 +260,13 @@ impl<'e> Ctx<'e, '_> {
         self.scope = Scope::GLOBAL;
     }
 
-    fn referral(&mut self, w: &mut Writer, cut: &Node) {
+    fn referral(&mut self, w: &mut Writer, cut: Node<'_>) {
         let Some(ns) = cut.rrset(TYPE_NS) else { return };
-        w.put_rrset(Section::Authority, &cut.name, ns, ns.ttl);
+        w.put_rrset(Section::Authority, cut.name(), ns, ns.ttl);
         // Glue: addresses of in-bailiwick name servers.
-        for rd in &ns.rdatas {
-            if let Some(Chunk::Name(target)) = rd.0.first() {
-                if meridian_wire::name::is_subdomain(target, &cut.name) {
+        for rd in ns.records() {
+            if let Some(target) = rd.first_name() {
+                if meridian_wire::name::is_subdomain(target, cut.name()) {
                     if let Some(node) = self.zone.get(target) {
                         for t in [TYPE_A, TYPE_AAAA] {
                             if let Some(set) = node.rrset(t) {

@@ -22,20 +22,18 @@ use crate::zone::RRset;
 
 mod dynamic;
 mod lookup;
-pub mod prerender;
 
 pub use crate::metrics::Outcome;
 pub use dynamic::geo_client;
 
-/// Build the serving state from a config and render its static answers:
-/// what `serve`, a reload, the benchmark and the fuzz target run.
+/// Build the serving state from a config: what `serve`, a reload, the
+/// benchmark and the fuzz target run.
 pub fn load(
     path: &std::path::Path,
     prev: Option<&Engine>,
 ) -> Result<Engine, crate::error::LocatedError> {
     let t0 = std::time::Instant::now();
     let mut engine = Engine::load_with(path, prev)?;
-    prerender::prerender(&mut engine);
     engine.load_ms = t0.elapsed().as_millis() as u64;
     let (blocks, bytes) = engine.geo_blocks();
     tracing::info!(
@@ -235,11 +233,11 @@ impl Engine {
 }
 
 impl Owner<'_> {
-    fn write_rrset(self, w: &mut Writer, set: &RRset) {
+    fn write_rrset(self, w: &mut Writer, set: RRset<'_>) {
         match self {
             Owner::Qname => {
                 // The owner is the question's name: its first label is at 12.
-                for rd in &set.rdatas {
+                for rd in set.records() {
                     w.put_u16(0xC00C);
                     w.put_rr_body(set.rtype, set.ttl, rd);
                     w.an += 1;

@@ -12,10 +12,11 @@ pub fn summary(e: &Engine) -> String {
     s.push_str(&format!("config {} is valid\n", e.config_path.display()));
     for z in &e.zones {
         s.push_str(&format!(
-            "zone {}: {} records, {} names\n",
+            "zone {}: {} records, {} names, {} KiB of tables\n",
             z.origin_text,
             z.record_count,
-            z.nodes.len()
+            z.node_count(),
+            z.heap_bytes() / 1024
         ));
     }
     s.push_str(&format!("pools: {}\n", e.pools.len()));

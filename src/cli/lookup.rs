@@ -67,7 +67,7 @@ pub fn lookup(config: &Path, name: &str, qtype: &str, client: &str) -> Result<St
     let exact = e
         .zone_for(&wire)
         .and_then(|z| z.get(&wire))
-        .and_then(|n| n.dynamic);
+        .and_then(|n| n.dynamic());
     let Some(b) = outcome.pool.map(|p| p.0).or(exact) else {
         let answer = if records.is_empty() {
             format!("{}, no records", rcode_name(rcode))

@@ -94,7 +94,7 @@ pub(super) fn build(
             .ok_or_else(|| src.err(span.clone(), format!("{} is not in any served zone", text)))?;
         let zone = &zones[zi];
         if let Some(node) = zone.get(&w) {
-            for o in &node.origins {
+            for o in node.origins() {
                 let (t, f, l) = (&o.rtype, zone.files[o.file as usize].as_path(), o.line);
                 if *t == TYPE_A || *t == TYPE_AAAA || *t == TYPE_CNAME {
                     return Err(src.err(
@@ -113,7 +113,7 @@ pub(super) fn build(
         // A bound name at or below a zone cut would never be answered.
         let mut cur: &[u8] = &w;
         while cur != &*zone.origin {
-            if zone.get(cur).map(|x| x.cut).unwrap_or(false) {
+            if zone.get(cur).map(|x| x.cut()).unwrap_or(false) {
                 return Err(src.err(
                     span.clone(),
                     format!("{} is at or below a delegation", text),
@@ -144,10 +144,10 @@ pub(super) fn build(
         // A kept zone has this binding already; a fresh one is not shared,
         // so make_mut does not copy it.
         let b = bindings.len() as u32;
-        if zone.get(&w).and_then(|n| n.dynamic) != Some(b) {
+        if zone.get(&w).and_then(|n| n.dynamic()) != Some(b) {
             let zone = Arc::make_mut(&mut zones[zi]);
             let node = zone.node_id(&w);
-            zone.nodes[node as usize].dynamic = Some(b);
+            zone.set_dynamic(node, b);
         }
         bindings.push(Binding {
             name: text,

@@ -70,7 +70,7 @@ const MAX_TTL: u32 = 0x7fff_ffff;
 /// Parse `path` with initial origin `origin` (an fqdn). Follows `$INCLUDE`
 /// relative to the including file's directory. Returns the records and a
 /// stamp of every file read (taken before reading it), for reloads.
-pub fn parse_zone_file(
+pub fn parse_zone_file_old(
     path: &Path,
     origin: &Name,
 ) -> Result<(Vec<SourceRecord>, Vec<FileStamp>), LocatedError> {
@@ -89,7 +89,7 @@ pub fn parse_zone_file(
 
 /// Same, from text already in memory (`path` is used for messages and
 /// relative `$INCLUDE`).
-pub fn parse_zone_str(
+pub fn parse_zone_str_old(
     text: &str,
     path: &Path,
     origin: &Name,
@@ -876,6 +876,116 @@ fn soa_minimum(rtype: u16, rdata: &SourceRdata) -> Option<u32> {
     }
 }
 
+// Temporary adapter to the streaming interface (replaced by the streaming parser).
+/// One record as read, lent to the sink for the duration of the call.
+pub struct Record<'a> {
+    /// Absolute owner name, lower-cased wire form.
+    pub owner: &'a [u8],
+    /// Numeric type.
+    pub rtype: u16,
+    /// TTL in seconds.
+    pub ttl: u32,
+    /// The RDATA, packed (`RdataBuf` form).
+    pub rdata: &'a [u8],
+    /// The file the record came from.
+    pub file: &'a Path,
+    /// 1-based line where the record starts.
+    pub line: usize,
+}
+
+/// Where records go.
+pub type Sink<'s> = dyn FnMut(Record<'_>) -> Result<(), LocatedError> + 's;
+
+fn name_of_wire(origin: &[u8]) -> Name {
+    Name::from_ascii(meridian_wire::name::name_text(origin)).expect("a valid origin")
+}
+
+fn feed(records: Vec<SourceRecord>, sink: &mut Sink<'_>) -> Result<(), LocatedError> {
+    let mut buf = meridian_wire::RdataBuf::new();
+    for r in records {
+        to_chunks(&mut buf, r.rtype, &r.rdata)
+            .map_err(|m| LocatedError::new(&r.file, r.line, m))?;
+        let owner = super::wire_name(&r.owner);
+        sink(Record {
+            owner: &owner,
+            rtype: r.rtype,
+            ttl: r.ttl,
+            rdata: buf.as_bytes(),
+            file: &r.file,
+            line: r.line,
+        })?;
+    }
+    Ok(())
+}
+
+/// Parse a file.
+pub fn parse_zone_file(
+    path: &Path,
+    origin: &[u8],
+    sink: &mut Sink<'_>,
+) -> Result<Vec<FileStamp>, LocatedError> {
+    let (records, stamps) = parse_zone_file_old(path, &name_of_wire(origin))?;
+    feed(records, sink)?;
+    Ok(stamps)
+}
+
+/// Parse text.
+pub fn parse_zone_str(
+    text: &str,
+    path: &Path,
+    origin: &[u8],
+    sink: &mut Sink<'_>,
+) -> Result<(), LocatedError> {
+    feed(parse_zone_str_old(text, path, &name_of_wire(origin))?, sink)
+}
+
+fn to_chunks(
+    buf: &mut meridian_wire::RdataBuf,
+    rtype: u16,
+    rd: &SourceRdata,
+) -> Result<(), String> {
+    use super::wire_name;
+    use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
+    buf.clear();
+    let known = match rd {
+        SourceRdata::Raw(b) => {
+            buf.push_bytes(b);
+            return Ok(());
+        }
+        SourceRdata::Known(k) => k,
+    };
+    match known {
+        RData::NS(n) => buf.push_name(&wire_name(&n.0)),
+        RData::CNAME(n) => buf.push_name(&wire_name(&n.0)),
+        RData::PTR(n) => buf.push_name(&wire_name(&n.0)),
+        RData::MX(mx) => {
+            buf.push_bytes(&mx.preference.to_be_bytes());
+            buf.push_name(&wire_name(&mx.exchange))
+        }
+        RData::SOA(soa) => {
+            let mut tail = Vec::with_capacity(20);
+            tail.extend_from_slice(&soa.serial.to_be_bytes());
+            tail.extend_from_slice(&soa.refresh.to_be_bytes());
+            tail.extend_from_slice(&soa.retry.to_be_bytes());
+            tail.extend_from_slice(&soa.expire.to_be_bytes());
+            tail.extend_from_slice(&soa.minimum.to_be_bytes());
+            buf.push_name(&wire_name(&soa.mname));
+            buf.push_name(&wire_name(&soa.rname));
+            buf.push_bytes(&tail);
+        }
+        other => {
+            let mut v = Vec::new();
+            let mut enc = BinEncoder::new(&mut v);
+            enc.set_canonical_form(true);
+            other
+                .emit(&mut enc)
+                .map_err(|e| format!("cannot encode type {rtype}: {e}"))?;
+            buf.push_bytes(&v);
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -891,7 +1001,7 @@ mod tests {
     }
 
     fn parse(text: &str) -> Result<Vec<SourceRecord>, LocatedError> {
-        parse_zone_str(text, Path::new("/zones/example.com.zone"), &origin())
+        parse_zone_str_old(text, Path::new("/zones/example.com.zone"), &origin())
     }
 
     fn parse_ok(text: &str) -> Vec<SourceRecord> {
@@ -1198,7 +1308,7 @@ mod tests {
              b A 192.0.2.2\n\
              $INCLUDE \"hosts.inc\"\n",
         );
-        let (records, stamps) = parse_zone_file(&main, &origin()).unwrap();
+        let (records, stamps) = parse_zone_file_old(&main, &origin()).unwrap();
         // The main file, then the include (read twice, stamped twice).
         assert_eq!(stamps.len(), 3);
         assert_eq!(stamps[0].path, main);
@@ -1224,20 +1334,20 @@ mod tests {
         // An error inside the included file names that file and its line.
         dir.write("bad.inc", "$TTL 60\nok A 192.0.2.1\n\nbad A 192.0.2.300\n");
         let main = dir.write("bad.zone", "$TTL 60\n$INCLUDE bad.inc\n");
-        let e = parse_zone_file(&main, &origin()).unwrap_err();
+        let e = parse_zone_file_old(&main, &origin()).unwrap_err();
         assert_eq!(e.file, dir.0.join("bad.inc"));
         assert_eq!(e.line, 4);
         assert!(e.message.starts_with("bad A record: "), "{e}");
 
         // A missing included file is named with line 0.
         let main = dir.write("missing.zone", "$INCLUDE nope.inc\n");
-        let e = parse_zone_file(&main, &origin()).unwrap_err();
+        let e = parse_zone_file_old(&main, &origin()).unwrap_err();
         assert_eq!((e.file.clone(), e.line), (dir.0.join("nope.inc"), 0));
 
         // Loops are errors at the $INCLUDE line.
         dir.write("loop1.inc", "$TTL 60\n$INCLUDE loop2.inc\n");
         dir.write("loop2.inc", "\n\n$INCLUDE loop1.inc\n");
-        let e = parse_zone_file(&dir.0.join("loop1.inc"), &origin()).unwrap_err();
+        let e = parse_zone_file_old(&dir.0.join("loop1.inc"), &origin()).unwrap_err();
         assert_eq!((e.file.clone(), e.line), (dir.0.join("loop2.inc"), 3));
         assert!(e.message.contains("loop"), "{e}");
 
@@ -1249,15 +1359,15 @@ mod tests {
             );
         }
         dir.write("chain10.inc", "x 60 A 192.0.2.1\n");
-        assert!(parse_zone_file(&dir.0.join("chain2.inc"), &origin()).is_ok());
-        let e = parse_zone_file(&dir.0.join("chain1.inc"), &origin()).unwrap_err();
+        assert!(parse_zone_file_old(&dir.0.join("chain2.inc"), &origin()).is_ok());
+        let e = parse_zone_file_old(&dir.0.join("chain1.inc"), &origin()).unwrap_err();
         assert!(e.message.contains("nested"), "{e}");
     }
 
     #[test]
     fn missing_top_level_file() {
         let path = std::env::temp_dir().join("meridian-zone-parse-does-not-exist.zone");
-        let e = parse_zone_file(&path, &origin()).unwrap_err();
+        let e = parse_zone_file_old(&path, &origin()).unwrap_err();
         assert_eq!((e.file, e.line), (path, 0));
     }
 

@@ -34,7 +34,7 @@ pub use build::QueryBuilder;
 pub use ecs::{ClientSubnet, EcsError, Scope};
 pub use name::WireName;
 pub use query::{parse_query, Edns, Query, Reject};
-pub use rdata::{Chunk, RRset, Rdata};
+pub use rdata::{Packed, Piece, RRset, RdataBuf};
 pub use writer::{Header, Section, Writer};
 
 /// The longest domain name in wire form (RFC 1035 §3.1).

@@ -1,29 +1,55 @@
 //! Record data ready to write: RDATA as chunks of raw octets and names, so
 //! the writer can compress the names that RFC 3597 §4 allows it to.
 
-/// A piece of RDATA: raw octets, or a domain name the renderer may compress
-/// (RFC 3597 §4 allows compression only in the well-known types).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Chunk {
-    /// Octets copied as they are.
-    Bytes(Box<[u8]>),
-    /// A lower-cased wire name the writer may compress.
-    Name(Box<[u8]>),
-}
-
-/// The RDATA of one record, as chunks.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rdata(pub Vec<Chunk>);
-
-/// The records of one owner and type (RFC 2181 §5): one TTL for all.
-#[derive(Debug, Clone)]
-pub struct RRset {
+/// The records of one owner and type (RFC 2181 §5), one TTL for all, as
+/// stored in a zone: each record's packed RDATA ([`RdataBuf`] form) behind
+/// its big-endian u16 length, one after another in one buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct RRset<'a> {
     /// TYPE.
     pub rtype: u16,
     /// TTL in seconds.
     pub ttl: u32,
-    /// The records' RDATA.
-    pub rdatas: Vec<Rdata>,
+    /// The records, length-prefixed.
+    pub data: &'a [u8],
+}
+
+impl<'a> RRset<'a> {
+    /// The records' RDATA, in order.
+    #[inline]
+    pub fn records(self) -> Records<'a> {
+        Records(self.data)
+    }
+
+    /// The first record's RDATA.
+    pub fn first(self) -> Option<Packed<'a>> {
+        self.records().next()
+    }
+}
+
+/// Append one record's packed RDATA to an RRset's buffer.
+pub fn push_record(data: &mut Vec<u8>, packed: &[u8]) {
+    data.extend_from_slice(&(packed.len() as u16).to_be_bytes());
+    data.extend_from_slice(packed);
+}
+
+/// Iterator over the records of an [`RRset`].
+#[derive(Debug, Clone)]
+pub struct Records<'a>(&'a [u8]);
+
+impl<'a> Iterator for Records<'a> {
+    type Item = Packed<'a>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Packed<'a>> {
+        if self.0.len() < 2 {
+            return None;
+        }
+        let len = u16::from_be_bytes([self.0[0], self.0[1]]) as usize;
+        let body = self.0.get(2..2 + len)?;
+        self.0 = &self.0[2 + len..];
+        Some(Packed(body))
+    }
 }
 
 /// Builds the packed form of one record's RDATA: chunks, each a big-endian
@@ -151,7 +177,10 @@ mod packed_tests {
         let p: Vec<Piece<'_>> = b.packed().pieces().collect();
         assert_eq!(
             p,
-            [Piece::Bytes(&[0, 10]), Piece::Name(b"\x04mail\x07example\x00")]
+            [
+                Piece::Bytes(&[0, 10]),
+                Piece::Name(b"\x04mail\x07example\x00")
+            ]
         );
         assert_eq!(b.packed().to_wire(), b"\x00\x0a\x04mail\x07example\x00");
         assert_eq!(b.packed().first_name(), None);

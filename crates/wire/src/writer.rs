@@ -2,7 +2,7 @@
 //! (RFC 1035 §4.1.4), without allocating. The question is copied as received,
 //! so every name in it can be a compression target.
 
-use crate::rdata::{Chunk, RRset, Rdata};
+use crate::rdata::{Packed, Piece, RRset};
 use crate::CLASS_IN;
 
 const MAX_TARGETS: usize = 48;
@@ -159,8 +159,8 @@ impl<'b> Writer<'b> {
     }
 
     /// Write an RRset with the given owner name and TTL.
-    pub fn put_rrset(&mut self, s: Section, owner: &[u8], set: &RRset, ttl: u32) {
-        for rd in &set.rdatas {
+    pub fn put_rrset(&mut self, s: Section, owner: &[u8], set: RRset<'_>, ttl: u32) {
+        for rd in set.records() {
             self.put_name(owner);
             self.put_rr_body(set.rtype, ttl, rd);
             if self.overflow {
@@ -172,16 +172,16 @@ impl<'b> Writer<'b> {
 
     /// Write a record's TYPE, CLASS IN, TTL, RDLENGTH and RDATA after an
     /// owner the caller has written (a name or a pointer).
-    pub fn put_rr_body(&mut self, rtype: u16, ttl: u32, rd: &Rdata) {
+    pub fn put_rr_body(&mut self, rtype: u16, ttl: u32, rd: Packed<'_>) {
         self.put_u16(rtype);
         self.put_u16(CLASS_IN);
         self.put_u32(ttl);
         let at = self.len;
         self.put_u16(0);
-        for c in &rd.0 {
-            match c {
-                Chunk::Bytes(b) => self.put(b),
-                Chunk::Name(n) => self.put_name(n),
+        for p in rd.pieces() {
+            match p {
+                Piece::Bytes(b) => self.put(b),
+                Piece::Name(n) => self.put_name(n),
             }
         }
         if !self.overflow {
