@@ -191,20 +191,18 @@ impl<'e> Ctx<'e, '_> {
                 return self.dynamic(w, b, binding, owner, v6);
             }
         }
-        if let Some(cname) = node.rrset(TYPE_CNAME) {
-            if qtype != TYPE_CNAME {
-                owner.write_rrset(w, cname);
-                return self.follow(w, cname, qtype, depth);
+        // One pass over the RRsets. A CNAME is alone at its name (the zone
+        // builder enforces it), so it is the first and only set there.
+        for set in node.rrsets() {
+            if set.rtype == TYPE_CNAME && qtype != TYPE_CNAME {
+                owner.write_rrset(w, set);
+                return self.follow(w, set, qtype, depth);
             }
-        }
-        if qtype == TYPE_ANY {
-            if let Some(set) = node.rrsets().next() {
+            // RFC 8482 §4.1: ANY gets one RRset, the first.
+            if set.rtype == qtype || qtype == TYPE_ANY {
                 owner.write_rrset(w, set);
                 return LookupRc::NoError;
             }
-        } else if let Some(set) = node.rrset(qtype) {
-            owner.write_rrset(w, set);
-            return LookupRc::NoError;
         }
         self.negative(w);
         LookupRc::NoError

@@ -238,8 +238,10 @@ impl Owner<'_> {
             Owner::Qname => {
                 // The owner is the question's name: its first label is at 12.
                 for rd in set.records() {
-                    w.put_u16(0xC00C);
-                    w.put_rr_body(set.rtype, set.ttl, rd);
+                    if !w.put_plain_at_question(set.rtype, set.ttl, rd) {
+                        w.put_u16(0xC00C);
+                        w.put_rr_body(set.rtype, set.ttl, rd);
+                    }
                     w.an += 1;
                 }
             }

@@ -1,16 +1,21 @@
-//! Master-file parser (RFC 1035 §5) that reports `file:line` for every error.
+//! Streaming master-file parser (RFC 1035 §5) that reports `file:line` for
+//! every error and hands each record to a sink as soon as it is read.
 //!
-//! The tokenizer, the directives (`$ORIGIN`, `$TTL`, `$INCLUDE`), owner names,
-//! the TTL/class/type fields and the RFC 3597 §5 generic RDATA form
-//! (`\# <length> <hex>`) are handled here. hickory's own zone parser can't say
-//! which line failed and rejects unknown types, so it is only used for the
-//! RDATA text of types we don't parse ourselves (A, AAAA, CAA, HINFO, SSHFP,
-//! TLSA, SVCB, ...), one record at a time.
+//! The file is read once and checked as UTF-8 once; then entries (a
+//! directive or a record, possibly spanning lines through `( ... )` or a
+//! quoted string) are cut one at a time into reused buffers, their fields
+//! borrowed from the text. Names go straight into lower-cased wire form and
+//! RDATA into the packed form of [`RdataBuf`], so memory does not grow with
+//! the zone and common records cost no allocation.
 //!
-//! NS, CNAME, PTR, MX, SRV, SOA and TXT RDATA are built here instead, because
-//! hickory's text path lowercases names and passes them through IDNA (so
-//! `foo_bar` or RFC 2317 `0/25` labels fail), reads `\DDD` as octal, and
-//! rejects `@` in RDATA.
+//! Handled here: the directives (`$ORIGIN`, `$TTL` with units as in RFC 2308
+//! §4, `$INCLUDE`), owner names, the TTL/class/type fields, the RFC 3597 §5
+//! generic RDATA form (`\# <length> <hex>`), and the RDATA of A, AAAA, NS,
+//! CNAME, PTR, MX, SRV, SOA and TXT. hickory's text path lowercases names,
+//! passes them through IDNA (so `foo_bar` or RFC 2317 `0/25` labels fail),
+//! reads `\DDD` as octal and rejects `@` in RDATA; it is only used, one
+//! record at a time, for the rare types we don't parse ourselves (CAA,
+//! HINFO, SSHFP, TLSA, SVCB, ...), whose bytes are hickory's canonical form.
 //!
 //! Scope of `$INCLUDE`: the included file starts with the includer's origin
 //! (or the origin given on the `$INCLUDE` line), `$TTL`, previous owner and
@@ -19,47 +24,42 @@
 //! for the origin; we do the same for the rest so each file reads on its own).
 //!
 //! Zone semantics (SOA at the apex, CNAME conflicts, out-of-zone data) are
-//! checked elsewhere, using the `file`/`line` of each record.
+//! checked by the zone builder, using the `file`/`line` of each record.
 
 use std::fs;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use hickory_proto::rr::rdata::{CNAME, MX, NS, PTR, SOA, SRV, TXT};
 use hickory_proto::rr::{Name, RData, RecordType};
+use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
 use hickory_proto::serialize::txt::{parse_ttl, Parser};
+use meridian_wire::rdata::RdataBuf;
 
 use super::stamp::FileStamp;
 use crate::error::LocatedError;
 
-/// The record data as parsed.
-#[derive(Debug, Clone, PartialEq)]
-pub enum SourceRdata {
-    /// A type hickory knows (A, AAAA, NS, CNAME, SOA, MX, TXT, SRV, CAA, PTR,
-    /// and whatever else hickory parses).
-    Known(RData),
-    /// RFC 3597 generic form `\# <len> <hex...>` (for any type, including
-    /// TYPEnnn and known types), raw wire bytes.
-    Raw(Vec<u8>),
-}
-
-/// One record as read from a master file, before it joins a zone.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SourceRecord {
-    /// Absolute (fqdn), case as written.
-    pub owner: Name,
+/// One record as read, lent to the sink for the duration of the call.
+#[derive(Debug, Clone, Copy)]
+pub struct Record<'a> {
+    /// Absolute owner name, lower-cased wire form (length-prefixed labels, ending with 0).
+    pub owner: &'a [u8],
     /// Numeric type (TYPE65280 -> 65280).
     pub rtype: u16,
     /// TTL in seconds: as written, else `$TTL`, else the previous record's
     /// (an SOA without any of these takes its MINIMUM).
     pub ttl: u32,
-    /// The RDATA as parsed.
-    pub rdata: SourceRdata,
+    /// The RDATA, packed: [`RdataBuf`] form.
+    pub rdata: &'a [u8],
     /// The file the record came from (the `$INCLUDE`d file for included records).
-    pub file: PathBuf,
+    pub file: &'a Path,
     /// 1-based line where the record starts.
     pub line: usize,
 }
+
+/// Where records go: called once per record, in file order. An error stops
+/// the parse and is returned as is.
+pub type Sink<'s> = dyn FnMut(Record<'_>) -> Result<(), LocatedError> + 's;
 
 /// How many `$INCLUDE`s may be nested below the top-level file.
 const MAX_INCLUDE_DEPTH: usize = 8;
@@ -67,42 +67,45 @@ const MAX_INCLUDE_DEPTH: usize = 8;
 /// RFC 2181 §8: TTLs are 31-bit.
 const MAX_TTL: u32 = 0x7fff_ffff;
 
-/// Parse `path` with initial origin `origin` (an fqdn). Follows `$INCLUDE`
-/// relative to the including file's directory. Returns the records and a
-/// stamp of every file read (taken before reading it), for reloads.
-pub fn parse_zone_file_old(
+/// RFC 1035 §2.3.4: wire names, the root label included.
+const MAX_NAME: usize = 255;
+
+const TYPE_A: u16 = 1;
+const TYPE_NS: u16 = 2;
+const TYPE_CNAME: u16 = 5;
+const TYPE_SOA: u16 = 6;
+const TYPE_PTR: u16 = 12;
+const TYPE_MX: u16 = 15;
+const TYPE_TXT: u16 = 16;
+const TYPE_AAAA: u16 = 28;
+const TYPE_SRV: u16 = 33;
+
+/// Parse `path` with initial origin `origin` (lower-cased wire name,
+/// absolute). Follows `$INCLUDE` relative to the including file's
+/// directory. Returns a stamp of every file read (taken before reading
+/// it), for reloads.
+pub fn parse_zone_file(
     path: &Path,
-    origin: &Name,
-) -> Result<(Vec<SourceRecord>, Vec<FileStamp>), LocatedError> {
+    origin: &[u8],
+    sink: &mut Sink<'_>,
+) -> Result<Vec<FileStamp>, LocatedError> {
     let stamp = FileStamp::of(path);
     let text = read_zone_text(path)?;
-    let mut origin = origin.clone();
-    origin.set_fqdn(true);
-    let mut loader = Loader {
-        records: Vec::new(),
-        open_files: vec![canonical(path)],
-        stamps: stamp.into_iter().collect(),
-    };
+    let mut loader = Loader::new(sink, path);
+    loader.stamps.extend(stamp);
     loader.parse_text(&text, path, Scope::new(origin))?;
-    Ok((loader.records, loader.stamps))
+    Ok(loader.stamps)
 }
 
 /// Same, from text already in memory (`path` is used for messages and
 /// relative `$INCLUDE`).
-pub fn parse_zone_str_old(
+pub fn parse_zone_str(
     text: &str,
     path: &Path,
-    origin: &Name,
-) -> Result<Vec<SourceRecord>, LocatedError> {
-    let mut origin = origin.clone();
-    origin.set_fqdn(true);
-    let mut loader = Loader {
-        records: Vec::new(),
-        open_files: vec![canonical(path)],
-        stamps: Vec::new(),
-    };
-    loader.parse_text(text, path, Scope::new(origin))?;
-    Ok(loader.records)
+    origin: &[u8],
+    sink: &mut Sink<'_>,
+) -> Result<(), LocatedError> {
+    Loader::new(sink, path).parse_text(text, path, Scope::new(origin))
 }
 
 /// Reads a zone file; errors name the file with line 0, or the line of the
@@ -126,171 +129,255 @@ fn canonical(path: &Path) -> PathBuf {
 // Tokenizer
 // ---------------------------------------------------------------------------
 
-#[derive(Debug, Clone, PartialEq)]
-enum Field {
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Field<'t> {
     /// An unquoted field, exactly as written (backslash escapes kept, since
     /// their meaning depends on whether the field is a name or a string).
-    Word(String),
-    /// A `"..."` field with its escapes decoded.
-    Quoted(Vec<u8>),
+    Word(&'t str),
+    /// The text between the quotes of a `"..."` field, escapes kept (and
+    /// already checked, so decoding it cannot fail).
+    Quoted(&'t str),
 }
 
-/// One logical entry: a directive or a record, possibly spanning lines
-/// through `( ... )` or a quoted string.
-#[derive(Debug)]
-struct Entry {
+/// One logical entry: a directive or a record.
+#[derive(Debug, Default)]
+struct Entry<'t> {
     /// Line of the first field.
     line: usize,
     /// The line started with whitespace: the record reuses the previous owner.
     blank_owner: bool,
-    fields: Vec<Field>,
+    fields: Vec<Field<'t>>,
 }
 
-/// Splits a master file into entries. Errors carry the line they occur on.
-fn tokenize(text: &str) -> Result<Vec<Entry>, (usize, String)> {
-    fn push(entry: &mut Entry, line: usize, field: Field) {
-        if entry.fields.is_empty() {
-            entry.line = line;
+impl<'t> Entry<'t> {
+    fn push(&mut self, line: usize, field: Field<'t>) {
+        if self.fields.is_empty() {
+            self.line = line;
         }
-        entry.fields.push(field);
+        self.fields.push(field);
     }
-    fn finish(entries: &mut Vec<Entry>, entry: &mut Entry) {
-        let done = std::mem::replace(
-            entry,
-            Entry {
-                line: 0,
-                blank_owner: false,
-                fields: Vec::new(),
-            },
-        );
-        if !done.fields.is_empty() {
-            entries.push(done);
+}
+
+/// Cuts a master file into entries, one per call. Errors carry the line
+/// they occur on.
+struct Lexer<'t> {
+    text: &'t str,
+    pos: usize,
+    line: usize,
+    at_line_start: bool,
+}
+
+/// ASCII whitespace as `char::is_whitespace` sees it (tab to CR, space).
+fn is_ascii_space(b: u8) -> bool {
+    matches!(b, b'\t'..=b'\r' | b' ')
+}
+
+/// Length of the UTF-8 sequence that starts with `lead` (the text is valid).
+fn utf8_len(lead: u8) -> usize {
+    match lead {
+        0xF0..=0xFF => 4,
+        0xE0..=0xEF => 3,
+        0xC0..=0xDF => 2,
+        _ => 1,
+    }
+}
+
+impl<'t> Lexer<'t> {
+    fn new(text: &'t str) -> Self {
+        Lexer {
+            text,
+            pos: 0,
+            line: 1,
+            at_line_start: true,
         }
     }
 
-    let mut entries = Vec::new();
-    let mut entry = Entry {
-        line: 0,
-        blank_owner: false,
-        fields: Vec::new(),
+    /// Non-ASCII whitespace (`char::is_whitespace`, as the tokenizer has
+    /// always used) starting at `i`: its length.
+    fn unicode_space_at(&self, i: usize) -> Option<usize> {
+        let c = self.text[i..].chars().next()?;
+        c.is_whitespace().then(|| c.len_utf8())
+    }
+
+    /// Fill `entry` with the next entry; false at the end of the text.
+    fn next_entry(&mut self, entry: &mut Entry<'t>) -> Result<bool, (usize, String)> {
+        entry.fields.clear();
+        entry.blank_owner = false;
+        let bytes = self.text.as_bytes();
+        // Line of the open '(' while inside a group; newlines don't end entries then.
+        let mut open_paren: Option<usize> = None;
+        while let Some(&b) = bytes.get(self.pos) {
+            let line_start = std::mem::replace(&mut self.at_line_start, false);
+            match b {
+                b'\n' => {
+                    self.pos += 1;
+                    self.line += 1;
+                    self.at_line_start = true;
+                    if open_paren.is_none() {
+                        if !entry.fields.is_empty() {
+                            return Ok(true);
+                        }
+                        entry.blank_owner = false;
+                    }
+                }
+                b' ' | b'\t' if line_start && open_paren.is_none() => {
+                    self.pos += 1;
+                    entry.blank_owner = true;
+                }
+                b';' => {
+                    self.pos = match bytes[self.pos..].iter().position(|&b| b == b'\n') {
+                        Some(n) => self.pos + n,
+                        None => bytes.len(),
+                    }
+                }
+                b'(' => {
+                    if open_paren.is_some() {
+                        return Err((self.line, "nested '('".into()));
+                    }
+                    open_paren = Some(self.line);
+                    self.pos += 1;
+                }
+                b')' => {
+                    if open_paren.take().is_none() {
+                        return Err((self.line, "')' without a matching '('".into()));
+                    }
+                    self.pos += 1;
+                }
+                b'"' => self.quoted(entry)?,
+                b if is_ascii_space(b) => self.pos += 1,
+                0x80.. => match self.unicode_space_at(self.pos) {
+                    Some(n) => self.pos += n,
+                    None => self.word(entry)?,
+                },
+                _ => self.word(entry)?,
+            }
+        }
+        if let Some(open) = open_paren {
+            return Err((open, "'(' is never closed".into()));
+        }
+        Ok(!entry.fields.is_empty())
+    }
+
+    /// A `"..."` field starting at `self.pos`.
+    fn quoted(&mut self, entry: &mut Entry<'t>) -> Result<(), (usize, String)> {
+        let bytes = self.text.as_bytes();
+        let start = self.line;
+        let begin = self.pos + 1;
+        let mut i = begin;
+        loop {
+            match bytes.get(i) {
+                None => return Err((start, "unterminated quoted string".into())),
+                Some(b'"') => break,
+                // Skip the escaped octet so `\"` doesn't end the string.
+                Some(b'\\') => {
+                    if bytes.get(i + 1) == Some(&b'\n') {
+                        self.line += 1;
+                    }
+                    i += 2;
+                }
+                Some(b'\n') => {
+                    self.line += 1;
+                    i += 1;
+                }
+                Some(_) => i += 1,
+            }
+        }
+        let raw = &self.text[begin..i];
+        self.pos = i + 1;
+        check_escapes(raw).map_err(|m| (start, m))?;
+        entry.push(start, Field::Quoted(raw));
+        Ok(())
+    }
+
+    /// An unquoted field starting at `self.pos`.
+    fn word(&mut self, entry: &mut Entry<'t>) -> Result<(), (usize, String)> {
+        let bytes = self.text.as_bytes();
+        let start = self.pos;
+        let mut i = start;
+        while let Some(&b) = bytes.get(i) {
+            match b {
+                // An escaped delimiter (`\ `, `\;`, `\(`) stays in the word.
+                b'\\' => match bytes.get(i + 1) {
+                    Some(&e) if e != b'\n' => i += 1 + utf8_len(e),
+                    _ => return Err((self.line, "backslash at end of line".into())),
+                },
+                b';' | b'(' | b')' => break,
+                b if is_ascii_space(b) => break,
+                0x80.. => match self.unicode_space_at(i) {
+                    Some(_) => break,
+                    None => i += utf8_len(b),
+                },
+                _ => i += 1,
+            }
+        }
+        self.pos = i;
+        entry.push(self.line, Field::Word(&self.text[start..i]));
+        Ok(())
+    }
+}
+
+/// The octet of the RFC 1035 §5.1 escape after a backslash (`\DDD` is a
+/// decimal octet, `\X` is X) and the index just past it; `i` is the index
+/// just past the backslash. A multi-octet X yields its first octet; the
+/// rest follow as plain octets.
+fn escape_at(b: &[u8], i: usize) -> Result<(u8, usize), String> {
+    let Some(&first) = b.get(i) else {
+        return Err("backslash at end of field".into());
     };
-    let mut line = 1;
-    let mut at_line_start = true;
-    // Line of the open '(' while inside a group; newlines don't end entries then.
-    let mut open_paren: Option<usize> = None;
-    let mut chars = text.chars().peekable();
-
-    while let Some(c) = chars.next() {
-        let line_start = std::mem::replace(&mut at_line_start, false);
-        match c {
-            '\n' => {
-                line += 1;
-                at_line_start = true;
-                if open_paren.is_none() {
-                    finish(&mut entries, &mut entry);
-                }
-            }
-            ' ' | '\t' if line_start && open_paren.is_none() => entry.blank_owner = true,
-            c if c.is_whitespace() => {}
-            ';' => while chars.next_if(|&n| n != '\n').is_some() {},
-            '(' => {
-                if open_paren.is_some() {
-                    return Err((line, "nested '('".into()));
-                }
-                open_paren = Some(line);
-            }
-            ')' => {
-                if open_paren.take().is_none() {
-                    return Err((line, "')' without a matching '('".into()));
-                }
-            }
-            '"' => {
-                let start = line;
-                let mut raw = String::new();
-                loop {
-                    match chars.next() {
-                        None => return Err((start, "unterminated quoted string".into())),
-                        Some('"') => break,
-                        Some(c) => {
-                            // Keep `\x` pairs together so `\"` doesn't end the string.
-                            let escaped = if c == '\\' { chars.next() } else { None };
-                            for c in std::iter::once(c).chain(escaped) {
-                                if c == '\n' {
-                                    line += 1;
-                                }
-                                raw.push(c);
-                            }
-                        }
-                    }
-                }
-                let bytes = unescape(&raw).map_err(|m| (start, m))?;
-                push(&mut entry, start, Field::Quoted(bytes));
-            }
-            c => {
-                let mut word = String::new();
-                let mut next = Some(c);
-                while let Some(c) = next {
-                    word.push(c);
-                    if c == '\\' {
-                        // An escaped delimiter (`\ `, `\;`, `\(`) stays in the word.
-                        match chars.next() {
-                            Some(e) if e != '\n' => word.push(e),
-                            _ => return Err((line, "backslash at end of line".into())),
-                        }
-                    }
-                    next = chars.next_if(|&n| !n.is_whitespace() && !matches!(n, ';' | '(' | ')'));
-                }
-                push(&mut entry, line, Field::Word(word));
-            }
+    if !first.is_ascii_digit() {
+        return Ok((first, i + 1));
+    }
+    let mut value = 0u32;
+    for k in i..i + 3 {
+        match b.get(k) {
+            Some(d) if d.is_ascii_digit() => value = value * 10 + u32::from(d - b'0'),
+            _ => return Err("\\DDD escape needs three decimal digits".into()),
         }
     }
-    if let Some(open) = open_paren {
-        return Err((open, "'(' is never closed".into()));
-    }
-    finish(&mut entries, &mut entry);
-    Ok(entries)
+    let byte = u8::try_from(value).map_err(|_| format!("escape \\{value} is above 255"))?;
+    Ok((byte, i + 3))
 }
 
-/// Decodes RFC 1035 §5.1 escapes: `\DDD` is a decimal octet, `\X` is X.
-fn unescape(text: &str) -> Result<Vec<u8>, String> {
-    let mut out = Vec::with_capacity(text.len());
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        if c == '\\' {
-            push_escape(&mut chars, &mut out)?;
-        } else {
-            push_char(&mut out, c);
-        }
-    }
-    Ok(out)
-}
-
-/// Decodes the escape after a backslash into `out`.
-fn push_escape(chars: &mut std::str::Chars<'_>, out: &mut Vec<u8>) -> Result<(), String> {
-    match chars.next() {
-        None => Err("backslash at end of field".into()),
-        Some(d1) if d1.is_ascii_digit() => {
-            let digits = [Some(d1), chars.next(), chars.next()];
-            let mut value = 0u32;
-            for d in digits {
-                match d.and_then(|d| d.to_digit(10)) {
-                    Some(d) => value = value * 10 + d,
-                    None => return Err("\\DDD escape needs three decimal digits".into()),
-                }
-            }
-            let byte = u8::try_from(value).map_err(|_| format!("escape \\{value} is above 255"))?;
+/// Appends `text` with its escapes decoded to `out`.
+fn unescape_into(text: &str, out: &mut Vec<u8>) -> Result<(), String> {
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        // Copy the run up to the next backslash in one go.
+        let run = b[i..]
+            .iter()
+            .position(|&c| c == b'\\')
+            .unwrap_or(b.len() - i);
+        out.extend_from_slice(&b[i..i + run]);
+        i += run;
+        if i < b.len() {
+            let (byte, next) = escape_at(b, i + 1)?;
             out.push(byte);
-            Ok(())
-        }
-        Some(c) => {
-            push_char(out, c);
-            Ok(())
+            i = next;
         }
     }
+    Ok(())
 }
 
-fn push_char(out: &mut Vec<u8>, c: char) {
-    out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+/// Fails as decoding `text` would.
+fn check_escapes(text: &str) -> Result<(), String> {
+    let b = text.as_bytes();
+    let mut i = 0;
+    while let Some(k) = b[i..].iter().position(|&c| c == b'\\') {
+        i = escape_at(b, i + k + 1)?.1;
+    }
+    Ok(())
+}
+
+/// The octets of a field, escapes decoded (into `buf` if it has any).
+fn field_octets<'x>(field: &Field<'x>, buf: &'x mut Vec<u8>) -> Result<&'x [u8], String> {
+    let (Field::Word(raw) | Field::Quoted(raw)) = *field;
+    if !raw.as_bytes().contains(&b'\\') {
+        return Ok(raw.as_bytes());
+    }
+    buf.clear();
+    unescape_into(raw, buf)?;
+    Ok(buf)
 }
 
 // ---------------------------------------------------------------------------
@@ -300,52 +387,88 @@ fn push_char(out: &mut Vec<u8>, c: char) {
 /// Parser state that `$INCLUDE` hands down to the included file.
 #[derive(Clone)]
 struct Scope {
-    origin: Name,
+    /// Lower-cased wire name.
+    origin: Vec<u8>,
     /// From `$TTL`.
     default_ttl: Option<u32>,
     /// TTL of the previous record, the RFC 1035 fallback.
     last_ttl: Option<u32>,
-    /// Owner for lines that start with whitespace.
-    last_owner: Option<Name>,
+    /// Owner of the current record and of lines that start with
+    /// whitespace; empty before the first record.
+    owner: Vec<u8>,
 }
 
 impl Scope {
-    fn new(origin: Name) -> Self {
+    fn new(origin: &[u8]) -> Self {
         Scope {
-            origin,
+            origin: origin.to_ascii_lowercase(),
             default_ttl: None,
             last_ttl: None,
-            last_owner: None,
+            owner: Vec::with_capacity(MAX_NAME),
         }
     }
 }
 
-struct Loader {
-    records: Vec<SourceRecord>,
+/// Buffers reused from record to record.
+#[derive(Default)]
+struct Bufs {
+    /// A name inside RDATA.
+    name: Vec<u8>,
+    /// The record's packed RDATA.
+    rdata: RdataBuf,
+    /// One bytes piece being assembled (TXT strings, SRV, RFC 3597 data).
+    piece: Vec<u8>,
+    /// A field with its escapes decoded.
+    unescaped: Vec<u8>,
+}
+
+struct Loader<'k, 's> {
+    sink: &'k mut Sink<'s>,
     /// Files being read, outermost first: include depth and loop detection.
     open_files: Vec<PathBuf>,
     /// Every file read, stamped before reading.
     stamps: Vec<FileStamp>,
+    bufs: Bufs,
 }
 
-impl Loader {
+impl<'k, 's> Loader<'k, 's> {
+    fn new(sink: &'k mut Sink<'s>, path: &Path) -> Self {
+        Loader {
+            sink,
+            open_files: vec![canonical(path)],
+            stamps: Vec::new(),
+            bufs: Bufs::default(),
+        }
+    }
+
     fn parse_text(
         &mut self,
         text: &str,
         file: &Path,
         mut scope: Scope,
     ) -> Result<(), LocatedError> {
-        let entries = tokenize(text).map_err(|(line, msg)| LocatedError::new(file, line, msg))?;
-        for entry in &entries {
-            match &entry.fields[0] {
+        let mut lexer = Lexer::new(text);
+        let mut entry = Entry::default();
+        while lexer
+            .next_entry(&mut entry)
+            .map_err(|(line, msg)| LocatedError::new(file, line, msg))?
+        {
+            match entry.fields[0] {
                 // Directives only count at the start of a line.
                 Field::Word(w) if w.starts_with('$') && !entry.blank_owner => {
-                    self.directive(entry, file, &mut scope)?
+                    self.directive(&entry, file, &mut scope)?
                 }
                 _ => {
-                    let record = record(entry, file, &mut scope)
+                    let (rtype, ttl) = record(&entry, &mut scope, &mut self.bufs)
                         .map_err(|msg| LocatedError::new(file, entry.line, msg))?;
-                    self.records.push(record);
+                    (self.sink)(Record {
+                        owner: &scope.owner,
+                        rtype,
+                        ttl,
+                        rdata: self.bufs.rdata.as_bytes(),
+                        file,
+                        line: entry.line,
+                    })?;
                 }
             }
         }
@@ -354,25 +477,27 @@ impl Loader {
 
     fn directive(
         &mut self,
-        entry: &Entry,
+        entry: &Entry<'_>,
         file: &Path,
         scope: &mut Scope,
     ) -> Result<(), LocatedError> {
         let at = |msg: String| LocatedError::new(file, entry.line, msg);
-        let Field::Word(directive) = &entry.fields[0] else {
+        let Field::Word(directive) = entry.fields[0] else {
             unreachable!("directives are words")
         };
         let args = &entry.fields[1..];
         match directive.to_ascii_uppercase().as_str() {
             "$ORIGIN" => {
-                let [Field::Word(name)] = args else {
+                let [Field::Word(name)] = *args else {
                     return Err(at("$ORIGIN needs exactly one domain name".into()));
                 };
-                scope.origin = parse_name(name, &scope.origin)
+                let mut origin = Vec::new();
+                parse_name(name, &scope.origin, &mut origin)
                     .map_err(|m| at(format!("bad $ORIGIN '{name}': {m}")))?;
+                scope.origin = origin;
             }
             "$TTL" => {
-                let [Field::Word(ttl)] = args else {
+                let [Field::Word(ttl)] = *args else {
                     return Err(at("$TTL needs exactly one TTL".into()));
                 };
                 scope.default_ttl = Some(parse_ttl_field(ttl).map_err(at)?);
@@ -386,13 +511,13 @@ impl Loader {
     /// `$INCLUDE <file> [<origin>]`: parse the file with a copy of `scope`.
     fn include(
         &mut self,
-        args: &[Field],
+        args: &[Field<'_>],
         line: usize,
         file: &Path,
         scope: &Scope,
     ) -> Result<(), LocatedError> {
         let at = |msg: String| LocatedError::new(file, line, msg);
-        let (target, origin) = match args {
+        let (target, origin) = match *args {
             [target] => (target, None),
             [target, origin] => (target, Some(origin)),
             _ => {
@@ -401,10 +526,8 @@ impl Loader {
                 ))
             }
         };
-        let target = match target {
-            Field::Word(w) => unescape(w).map_err(at)?,
-            Field::Quoted(bytes) => bytes.clone(),
-        };
+        let mut buf = Vec::new();
+        let target = field_octets(&target, &mut buf).map_err(at)?.to_vec();
         let target =
             String::from_utf8(target).map_err(|_| at("$INCLUDE file name is not UTF-8".into()))?;
 
@@ -412,7 +535,7 @@ impl Loader {
         match origin {
             None => {}
             Some(Field::Word(name)) => {
-                inner.origin = parse_name(name, &scope.origin)
+                parse_name(name, &scope.origin, &mut inner.origin)
                     .map_err(|m| at(format!("bad $INCLUDE origin '{name}': {m}")))?;
             }
             Some(Field::Quoted(_)) => {
@@ -446,23 +569,22 @@ impl Loader {
     }
 }
 
-/// `[<owner>] [<TTL>] [<class>] <type> <RDATA>` (TTL and class in either order).
-fn record(entry: &Entry, file: &Path, scope: &mut Scope) -> Result<SourceRecord, String> {
+/// `[<owner>] [<TTL>] [<class>] <type> <RDATA>` (TTL and class in either
+/// order): the owner goes to `scope.owner`, the RDATA to `bufs.rdata`;
+/// returns the type and TTL.
+fn record(entry: &Entry<'_>, scope: &mut Scope, bufs: &mut Bufs) -> Result<(u16, u32), String> {
     let mut fields = entry.fields.iter();
-    let owner = if entry.blank_owner {
-        scope
-            .last_owner
-            .clone()
-            .ok_or("line starts with whitespace but there is no previous owner name")?
+    if entry.blank_owner {
+        if scope.owner.is_empty() {
+            return Err("line starts with whitespace but there is no previous owner name".into());
+        }
     } else {
         match fields.next() {
-            Some(Field::Word(w)) => {
-                parse_name(w, &scope.origin).map_err(|m| format!("bad owner name '{w}': {m}"))?
-            }
+            Some(Field::Word(w)) => parse_name(w, &scope.origin, &mut scope.owner)
+                .map_err(|m| format!("bad owner name '{w}': {m}"))?,
             _ => return Err("owner name cannot be a quoted string".into()),
         }
-    };
-    scope.last_owner = Some(owner.clone());
+    }
 
     let mut ttl = None;
     let mut class_seen = false;
@@ -501,18 +623,20 @@ fn record(entry: &Entry, file: &Path, scope: &mut Scope) -> Result<SourceRecord,
     }
 
     let rest = fields.as_slice();
-    let rdata = match rest.first() {
-        Some(Field::Word(w)) if w == "\\#" => SourceRdata::Raw(
-            parse_generic(&rest[1..])
-                .map_err(|m| format!("bad {} record: {m}", type_name(rtype)))?,
-        ),
-        _ => SourceRdata::Known(known_rdata(rtype, rest, &scope.origin)?),
-    };
+    bufs.rdata.clear();
+    match rest.first() {
+        Some(Field::Word("\\#")) => {
+            parse_generic(&rest[1..], &mut bufs.piece)
+                .map_err(|m| format!("bad {} record: {m}", type_name(rtype)))?;
+            bufs.rdata.push_bytes(&bufs.piece);
+        }
+        _ => known_rdata(rtype, rest, &scope.origin, bufs)?,
+    }
 
     let ttl = match ttl.or(scope.default_ttl).or(scope.last_ttl) {
         Some(ttl) => ttl,
         // RFC 1035 style zones without $TTL: the SOA lives as long as its MINIMUM.
-        None => match soa_minimum(rtype, &rdata) {
+        None => match soa_minimum(rtype, &bufs.rdata) {
             Some(min) if min > MAX_TTL => {
                 return Err(format!("SOA MINIMUM {min} is too large to use as TTL"))
             }
@@ -521,15 +645,7 @@ fn record(entry: &Entry, file: &Path, scope: &mut Scope) -> Result<SourceRecord,
         },
     };
     scope.last_ttl = Some(ttl);
-
-    Ok(SourceRecord {
-        owner,
-        rtype,
-        ttl,
-        rdata,
-        file: file.to_path_buf(),
-        line: entry.line,
-    })
+    Ok((rtype, ttl))
 }
 
 fn parse_ttl_field(text: &str) -> Result<u32, String> {
@@ -540,38 +656,62 @@ fn parse_ttl_field(text: &str) -> Result<u32, String> {
     Ok(ttl)
 }
 
+/// `text` without its first `prefix.len()` octets if they spell `prefix`
+/// in any case (`prefix` is ASCII, so the rest starts on a char boundary).
+fn strip_prefix_ignore_case<'x>(text: &'x str, prefix: &str) -> Option<&'x str> {
+    let head = text.as_bytes().get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix.as_bytes())
+        .then(|| &text[prefix.len()..])
+}
+
 /// Class mnemonic or `CLASSnnn` to its number; `None` if `text` is no class.
 fn parse_class(text: &str) -> Option<u16> {
-    let upper = text.to_ascii_uppercase();
-    match upper.as_str() {
-        "IN" => Some(1),
-        "CS" => Some(2),
-        "CH" | "CHAOS" => Some(3),
-        "HS" | "HESIOD" => Some(4),
-        "NONE" => Some(254),
-        "ANY" => Some(255),
-        _ => {
-            let num = upper.strip_prefix("CLASS")?;
-            if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
-            // An out-of-range CLASSnnn is still a class, just not IN.
-            Some(num.parse().unwrap_or(0))
-        }
+    const CLASSES: [(&str, u16); 8] = [
+        ("IN", 1),
+        ("CS", 2),
+        ("CH", 3),
+        ("CHAOS", 3),
+        ("HS", 4),
+        ("HESIOD", 4),
+        ("NONE", 254),
+        ("ANY", 255),
+    ];
+    if let Some(&(_, class)) = CLASSES.iter().find(|(m, _)| text.eq_ignore_ascii_case(m)) {
+        return Some(class);
     }
+    let num = strip_prefix_ignore_case(text, "CLASS")?;
+    if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // An out-of-range CLASSnnn is still a class, just not IN.
+    Some(num.parse().unwrap_or(0))
 }
 
 /// Type mnemonic or RFC 3597 `TYPEnnn` to its number.
 fn parse_type(text: &str) -> Result<u16, String> {
-    let upper = text.to_ascii_uppercase();
-    if let Some(num) = upper.strip_prefix("TYPE") {
+    // The bulk of real zones, without the allocation below.
+    const COMMON: [(&str, u16); 9] = [
+        ("A", TYPE_A),
+        ("AAAA", TYPE_AAAA),
+        ("NS", TYPE_NS),
+        ("CNAME", TYPE_CNAME),
+        ("MX", TYPE_MX),
+        ("TXT", TYPE_TXT),
+        ("SOA", TYPE_SOA),
+        ("PTR", TYPE_PTR),
+        ("SRV", TYPE_SRV),
+    ];
+    if let Some(&(_, t)) = COMMON.iter().find(|(m, _)| text.eq_ignore_ascii_case(m)) {
+        return Ok(t);
+    }
+    if let Some(num) = strip_prefix_ignore_case(text, "TYPE") {
         if !num.is_empty() && num.bytes().all(|b| b.is_ascii_digit()) {
             return num
                 .parse()
                 .map_err(|_| format!("type number in '{text}' is above 65535"));
         }
     }
-    RecordType::from_str(&upper)
+    RecordType::from_str(&text.to_ascii_uppercase())
         .map(u16::from)
         .map_err(|_| format!("unknown type '{text}' (write it as TYPEnnn with RFC 3597 \\# data)"))
 }
@@ -584,235 +724,356 @@ fn type_name(rtype: u16) -> String {
     }
 }
 
-/// Domain name in master-file syntax: `@`, absolute (trailing dot) or
-/// relative to `origin`. Case and any octet are kept as written (no IDNA).
-fn parse_name(text: &str, origin: &Name) -> Result<Name, String> {
+/// Domain name in master-file syntax (`@`, absolute with a trailing dot, or
+/// relative to `origin`) into `out` as a lower-cased wire name. Any octet
+/// is allowed (no IDNA).
+fn parse_name(text: &str, origin: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+    out.clear();
     match text {
-        "@" => return Ok(origin.clone()),
-        "." => return Ok(Name::root()),
+        "@" => {
+            out.extend_from_slice(origin);
+            return Ok(());
+        }
+        "." => {
+            out.push(0);
+            return Ok(());
+        }
         "" => return Err("empty name".into()),
         _ => {}
     }
-    let mut labels: Vec<Vec<u8>> = Vec::new();
-    let mut label = Vec::new();
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '.' => {
-                if label.is_empty() {
+    let b = text.as_bytes();
+    // Offset in `out` of the current label's length octet.
+    let mut label = 0;
+    out.push(0);
+    // The first label over 63 octets, reported once the whole name is read.
+    let mut long: Option<(usize, usize)> = None;
+    let mut close = |out: &mut Vec<u8>, label: usize| {
+        let len = out.len() - label - 1;
+        if len > 63 {
+            long.get_or_insert((label + 1, out.len()));
+        }
+        out[label] = len as u8;
+    };
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'.' => {
+                if out.len() == label + 1 {
                     return Err("empty label".into());
                 }
-                labels.push(std::mem::take(&mut label));
+                close(out, label);
+                label = out.len();
+                out.push(0);
+                i += 1;
             }
-            '\\' => push_escape(&mut chars, &mut label)?,
-            c => push_char(&mut label, c),
+            b'\\' => {
+                let (byte, next) = escape_at(b, i + 1)?;
+                out.push(byte);
+                i = next;
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
         }
     }
     // No text after the last unescaped dot: the name is absolute.
-    let absolute = label.is_empty();
+    let absolute = out.len() == label + 1;
     if !absolute {
-        labels.push(label);
+        close(out, label);
+        out.push(0);
     }
-    if let Some(long) = labels.iter().find(|l| l.len() > 63) {
+    if let Some((start, end)) = long {
         return Err(format!(
             "label '{}' is longer than 63 octets",
-            String::from_utf8_lossy(long)
+            String::from_utf8_lossy(&out[start..end])
         ));
     }
-    let name =
-        Name::from_labels(labels).map_err(|_| "name is longer than 255 octets".to_string())?;
-    if absolute {
-        Ok(name)
-    } else {
-        name.append_domain(origin)
-            .map_err(|_| "name is longer than 255 octets once the origin is appended".to_string())
+    if out.len() > MAX_NAME {
+        return Err("name is longer than 255 octets".into());
     }
+    if !absolute {
+        out.pop();
+        out.extend_from_slice(origin);
+        if out.len() > MAX_NAME {
+            return Err("name is longer than 255 octets once the origin is appended".into());
+        }
+    }
+    // Length octets are at most 63, below 'A', so they are left alone.
+    out.make_ascii_lowercase();
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------
 // RDATA
 // ---------------------------------------------------------------------------
 
-/// RFC 3597 §5: `\# <length> <hex>...`, the fields after `\#`.
-fn parse_generic(fields: &[Field]) -> Result<Vec<u8>, String> {
+/// RFC 3597 §5: `\# <length> <hex>...`, the fields after `\#`, decoded into `out`.
+fn parse_generic(fields: &[Field<'_>], out: &mut Vec<u8>) -> Result<(), String> {
     let length = match fields.first() {
         Some(Field::Word(w)) => w
             .parse::<u16>()
             .map_err(|_| format!("RFC 3597 length '{w}' is not a number from 0 to 65535"))?,
         _ => return Err("RFC 3597 \\# needs a data length".into()),
     };
-    // The hex may be split into any number of fields.
-    let mut hex = String::new();
+    out.clear();
+    // The hex may be split into any number of fields, even mid-octet.
+    let mut high: Option<u8> = None;
     for field in &fields[1..] {
-        match field {
-            Field::Word(w) if w.bytes().all(|b| b.is_ascii_hexdigit()) => hex.push_str(w),
-            _ => return Err("RFC 3597 data must be hexadecimal".into()),
+        let Field::Word(w) = field else {
+            return Err("RFC 3597 data must be hexadecimal".into());
+        };
+        if !w.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err("RFC 3597 data must be hexadecimal".into());
+        }
+        for b in w.bytes() {
+            let nibble = (b as char).to_digit(16).expect("checked hex digit") as u8;
+            match high.take() {
+                Some(h) => out.push(h << 4 | nibble),
+                None => high = Some(nibble),
+            }
         }
     }
-    if !hex.len().is_multiple_of(2) {
+    if high.is_some() {
         return Err("RFC 3597 data has an odd number of hex digits".into());
     }
-    let bytes: Vec<u8> = (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("checked hex digits"))
-        .collect();
-    if bytes.len() != usize::from(length) {
+    if out.len() != usize::from(length) {
         return Err(format!(
             "RFC 3597 length {length} does not match {} octets of data",
-            bytes.len()
+            out.len()
         ));
     }
-    Ok(bytes)
+    Ok(())
 }
 
-/// RDATA of a type with a text form.
-fn known_rdata(rtype: u16, fields: &[Field], origin: &Name) -> Result<RData, String> {
-    let rt = RecordType::from(rtype);
-    let bad = |msg: String| format!("bad {rt} record: {msg}");
-    match rt {
-        RecordType::Unknown(_) => Err(format!(
-            "unknown type {} needs RFC 3597 \\# form",
-            type_name(rtype)
-        )),
-        RecordType::NS | RecordType::CNAME | RecordType::PTR => {
-            expect_fields(fields, 1).map_err(bad)?;
-            let name = name_field(&fields[0], origin).map_err(bad)?;
-            Ok(match rt {
-                RecordType::NS => RData::NS(NS(name)),
-                RecordType::CNAME => RData::CNAME(CNAME(name)),
-                _ => RData::PTR(PTR(name)),
-            })
+/// RDATA of a type with a text form, into `bufs.rdata`.
+fn known_rdata(
+    rtype: u16,
+    fields: &[Field<'_>],
+    origin: &[u8],
+    bufs: &mut Bufs,
+) -> Result<(), String> {
+    let bad = |msg: String| format!("bad {} record: {msg}", type_name(rtype));
+    match rtype {
+        TYPE_A => {
+            let addr = address_field(fields, rtype, &mut bufs.unescaped).map_err(bad)?;
+            let addr = Ipv4Addr::from_str(addr)
+                .map_err(|e| bad(format!("'{addr}' is not an IPv4 address ({e})")))?;
+            bufs.rdata.push_bytes(&addr.octets());
         }
-        RecordType::MX => {
-            let mx = || -> Result<RData, String> {
+        TYPE_AAAA => {
+            let addr = address_field(fields, rtype, &mut bufs.unescaped).map_err(bad)?;
+            let addr = Ipv6Addr::from_str(addr)
+                .map_err(|e| bad(format!("'{addr}' is not an IPv6 address ({e})")))?;
+            bufs.rdata.push_bytes(&addr.octets());
+        }
+        TYPE_NS | TYPE_CNAME | TYPE_PTR => {
+            expect_fields(fields, 1).map_err(bad)?;
+            name_field(&fields[0], origin, &mut bufs.name).map_err(bad)?;
+            bufs.rdata.push_name(&bufs.name);
+        }
+        TYPE_MX => {
+            let mut mx = || -> Result<(), String> {
                 expect_fields(fields, 2)?;
                 let preference = u16_field(&fields[0], "preference")?;
-                Ok(RData::MX(MX::new(
-                    preference,
-                    name_field(&fields[1], origin)?,
-                )))
+                name_field(&fields[1], origin, &mut bufs.name)?;
+                bufs.rdata.push_bytes(&preference.to_be_bytes());
+                bufs.rdata.push_name(&bufs.name);
+                Ok(())
             };
-            mx().map_err(bad)
+            mx().map_err(bad)?;
         }
-        RecordType::SRV => {
-            let srv = || -> Result<RData, String> {
+        // One bytes piece, as hickory's canonical form (target lower-cased).
+        TYPE_SRV => {
+            let mut srv = || -> Result<(), String> {
                 expect_fields(fields, 4)?;
-                Ok(RData::SRV(SRV::new(
-                    u16_field(&fields[0], "priority")?,
-                    u16_field(&fields[1], "weight")?,
-                    u16_field(&fields[2], "port")?,
-                    name_field(&fields[3], origin)?,
-                )))
+                let piece = &mut bufs.piece;
+                piece.clear();
+                for (field, what) in fields.iter().zip(["priority", "weight", "port"]) {
+                    piece.extend_from_slice(&u16_field(field, what)?.to_be_bytes());
+                }
+                name_field(&fields[3], origin, &mut bufs.name)?;
+                piece.extend_from_slice(&bufs.name);
+                bufs.rdata.push_bytes(piece);
+                Ok(())
             };
-            srv().map_err(bad)
+            srv().map_err(bad)?;
         }
-        RecordType::SOA => soa_rdata(fields, origin).map_err(bad),
-        RecordType::TXT => txt_rdata(fields).map_err(bad),
-        RecordType::A
-        | RecordType::AAAA
-        | RecordType::ANAME
-        | RecordType::CAA
-        | RecordType::CERT
-        | RecordType::CSYNC
-        | RecordType::HINFO
-        | RecordType::HTTPS
-        | RecordType::NAPTR
-        | RecordType::OPENPGPKEY
-        | RecordType::SMIMEA
-        | RecordType::SSHFP
-        | RecordType::SVCB
-        | RecordType::TLSA => hickory_rdata(rt, fields, origin).map_err(bad),
-        _ => Err(format!(
-            "no text parser for type {rt}; write its data in RFC 3597 \\# form"
-        )),
+        TYPE_SOA => soa_rdata(fields, origin, bufs).map_err(bad)?,
+        TYPE_TXT => txt_rdata(fields, bufs).map_err(bad)?,
+        _ => {
+            let rt = RecordType::from(rtype);
+            let rdata = match rt {
+                RecordType::Unknown(_) => {
+                    return Err(format!(
+                        "unknown type {} needs RFC 3597 \\# form",
+                        type_name(rtype)
+                    ))
+                }
+                RecordType::ANAME
+                | RecordType::CAA
+                | RecordType::CERT
+                | RecordType::CSYNC
+                | RecordType::HINFO
+                | RecordType::HTTPS
+                | RecordType::NAPTR
+                | RecordType::OPENPGPKEY
+                | RecordType::SMIMEA
+                | RecordType::SSHFP
+                | RecordType::SVCB
+                | RecordType::TLSA => hickory_rdata(rt, fields, origin).map_err(bad)?,
+                _ => {
+                    return Err(format!(
+                        "no text parser for type {rt}; write its data in RFC 3597 \\# form"
+                    ))
+                }
+            };
+            emit_canonical(&rdata, &mut bufs.piece)
+                .map_err(|e| format!("cannot encode type {rtype}: {e}"))?;
+            bufs.rdata.push_bytes(&bufs.piece);
+        }
     }
+    Ok(())
 }
 
-fn expect_fields(fields: &[Field], count: usize) -> Result<(), String> {
+/// hickory's canonical wire form of `rdata` into `out`: no compression,
+/// since these octets are copied into other messages.
+fn emit_canonical(rdata: &RData, out: &mut Vec<u8>) -> Result<(), String> {
+    out.clear();
+    let mut enc = BinEncoder::new(out);
+    enc.set_canonical_form(true);
+    rdata.emit(&mut enc).map_err(|e| e.to_string())
+}
+
+fn expect_fields(fields: &[Field<'_>], count: usize) -> Result<(), String> {
     if fields.len() != count {
         return Err(format!("expected {count} field(s), found {}", fields.len()));
     }
     Ok(())
 }
 
-fn name_field(field: &Field, origin: &Name) -> Result<Name, String> {
-    match field {
-        Field::Word(w) => parse_name(w, origin).map_err(|m| format!("bad name '{w}': {m}")),
+/// The one field of an A or AAAA record, as text.
+fn address_field<'x>(
+    fields: &[Field<'x>],
+    rtype: u16,
+    buf: &'x mut Vec<u8>,
+) -> Result<&'x str, String> {
+    expect_fields(fields, 1)?;
+    match fields[0] {
+        Field::Word(w) if !w.contains('\\') => Ok(w),
+        // As when hickory parsed these: no escapes outside quotes.
+        Field::Word(w) => Err(format!(
+            "escapes in unquoted field '{w}' are not supported for {}; quote it or use RFC 3597 \\# form",
+            type_name(rtype)
+        )),
+        Field::Quoted(_) => std::str::from_utf8(field_octets(&fields[0], buf)?).map_err(|_| {
+            format!(
+                "binary quoted strings are not supported for {}; use RFC 3597 \\# form",
+                type_name(rtype)
+            )
+        }),
+    }
+}
+
+fn name_field(field: &Field<'_>, origin: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+    match *field {
+        Field::Word(w) => parse_name(w, origin, out).map_err(|m| format!("bad name '{w}': {m}")),
         Field::Quoted(_) => Err("expected a domain name, found a quoted string".into()),
     }
 }
 
-fn word_field<'a>(field: &'a Field, what: &str) -> Result<&'a str, String> {
-    match field {
+fn word_field<'x>(field: &Field<'x>, what: &str) -> Result<&'x str, String> {
+    match *field {
         Field::Word(w) => Ok(w),
         Field::Quoted(_) => Err(format!("{what} cannot be a quoted string")),
     }
 }
 
-fn u16_field(field: &Field, what: &str) -> Result<u16, String> {
+fn u16_field(field: &Field<'_>, what: &str) -> Result<u16, String> {
     let w = word_field(field, what)?;
     w.parse()
         .map_err(|_| format!("{what} '{w}' is not a number from 0 to 65535"))
 }
 
 /// SOA timer field: TTL syntax (units allowed), as hickory's SOA parser does.
-fn timer_field(field: &Field, what: &str) -> Result<u32, String> {
+fn timer_field(field: &Field<'_>, what: &str) -> Result<u32, String> {
     let w = word_field(field, what)?;
     parse_ttl(w).map_err(|_| format!("{what} '{w}' is not a time value"))
 }
 
-fn soa_rdata(fields: &[Field], origin: &Name) -> Result<RData, String> {
+/// MNAME and RNAME as names, then the five counters as one bytes piece.
+fn soa_rdata(fields: &[Field<'_>], origin: &[u8], bufs: &mut Bufs) -> Result<(), String> {
     expect_fields(fields, 7)?;
     let serial = word_field(&fields[2], "serial")?;
     let serial = serial
         .parse::<u32>()
         .map_err(|_| format!("serial '{serial}' is not a number from 0 to 4294967295"))?;
-    // RFC 1035 declares these unsigned, hickory stores them as i32.
-    let signed = |i: usize, what: &str| -> Result<i32, String> {
-        i32::try_from(timer_field(&fields[i], what)?)
-            .map_err(|_| format!("{what} is above 2147483647"))
+    // RFC 1035 declares these unsigned; they were i32 in hickory's SOA, so
+    // keep refusing the values it could not hold.
+    let signed = |i: usize, what: &str| -> Result<u32, String> {
+        let value = timer_field(&fields[i], what)?;
+        if value > MAX_TTL {
+            return Err(format!("{what} is above 2147483647"));
+        }
+        Ok(value)
     };
-    Ok(RData::SOA(SOA::new(
-        name_field(&fields[0], origin)?,
-        name_field(&fields[1], origin)?,
-        serial,
-        signed(3, "refresh")?,
-        signed(4, "retry")?,
-        signed(5, "expire")?,
-        timer_field(&fields[6], "minimum")?,
-    )))
+    name_field(&fields[0], origin, &mut bufs.name)?;
+    bufs.rdata.push_name(&bufs.name);
+    name_field(&fields[1], origin, &mut bufs.name)?;
+    bufs.rdata.push_name(&bufs.name);
+    let mut counters = [0u8; 20];
+    counters[0..4].copy_from_slice(&serial.to_be_bytes());
+    counters[4..8].copy_from_slice(&signed(3, "refresh")?.to_be_bytes());
+    counters[8..12].copy_from_slice(&signed(4, "retry")?.to_be_bytes());
+    counters[12..16].copy_from_slice(&signed(5, "expire")?.to_be_bytes());
+    counters[16..20].copy_from_slice(&timer_field(&fields[6], "minimum")?.to_be_bytes());
+    bufs.rdata.push_bytes(&counters);
+    Ok(())
 }
 
-/// TXT: one or more <character-string>s, quoted or not. Built here because
-/// hickory's lexer decodes `\DDD` wrongly and ignores escapes outside quotes.
-fn txt_rdata(fields: &[Field]) -> Result<RData, String> {
+/// TXT: one or more <character-string>s, quoted or not, as one bytes
+/// piece. Built here because hickory's lexer decodes `\DDD` wrongly and
+/// ignores escapes outside quotes.
+fn txt_rdata(fields: &[Field<'_>], bufs: &mut Bufs) -> Result<(), String> {
     if fields.is_empty() {
         return Err("needs at least one string".into());
     }
-    let strings = fields
-        .iter()
-        .map(|field| {
-            let bytes = match field {
-                Field::Quoted(bytes) => bytes.clone(),
-                Field::Word(w) => unescape(w)?,
-            };
-            if bytes.len() > 255 {
-                return Err(format!(
-                    "string of {} octets is longer than 255",
-                    bytes.len()
-                ));
-            }
-            Ok(bytes)
-        })
-        .collect::<Result<Vec<_>, String>>()?;
-    Ok(RData::TXT(TXT::from_bytes(
-        strings.iter().map(Vec::as_slice).collect(),
-    )))
+    bufs.piece.clear();
+    for field in fields {
+        let bytes = field_octets(field, &mut bufs.unescaped)?;
+        if bytes.len() > 255 {
+            return Err(format!(
+                "string of {} octets is longer than 255",
+                bytes.len()
+            ));
+        }
+        bufs.piece.push(bytes.len() as u8);
+        bufs.piece.extend_from_slice(bytes);
+    }
+    bufs.rdata.push_bytes(&bufs.piece);
+    Ok(())
+}
+
+/// A lower-cased wire name as a hickory `Name` (for the rare types).
+fn hickory_name(wire: &[u8]) -> Result<Name, String> {
+    let mut labels = Vec::new();
+    let mut w = wire;
+    while let Some((&len, rest)) = w.split_first() {
+        if len == 0 {
+            break;
+        }
+        let label = rest
+            .get(..usize::from(len))
+            .ok_or("origin is not a wire name")?;
+        labels.push(label);
+        w = &rest[label.len()..];
+    }
+    Name::from_labels(labels).map_err(|e| format!("origin: {e}"))
 }
 
 /// Hands one record's RDATA to hickory's zone parser, with our origin so
 /// relative names resolve, and takes the RData back out.
-fn hickory_rdata(rt: RecordType, fields: &[Field], origin: &Name) -> Result<RData, String> {
+fn hickory_rdata(rt: RecordType, fields: &[Field<'_>], origin: &[u8]) -> Result<RData, String> {
     // hickory ignores extra fields; catch them where the count is fixed.
     match rt {
         RecordType::A | RecordType::AAAA | RecordType::ANAME => expect_fields(fields, 1)?,
@@ -820,12 +1081,14 @@ fn hickory_rdata(rt: RecordType, fields: &[Field], origin: &Name) -> Result<RDat
         RecordType::CAA => expect_fields(fields, 3)?,
         _ => {}
     }
+    let origin = hickory_name(origin)?;
     let mut text = format!("@ 0 IN {rt}");
+    let mut buf = Vec::new();
     for field in fields {
         text.push(' ');
-        match field {
+        match *field {
             // hickory's lexer doesn't accept `@` inside RDATA.
-            Field::Word(w) if w == "@" => text.push_str(&origin.to_string()),
+            Field::Word("@") => text.push_str(&origin.to_string()),
             // Its lexer and name parser read escapes differently from RFC 1035
             // (octal \DDD, escaped delimiters split fields), so don't guess.
             Field::Word(w) if w.contains('\\') => {
@@ -834,9 +1097,9 @@ fn hickory_rdata(rt: RecordType, fields: &[Field], origin: &Name) -> Result<RDat
                 ))
             }
             Field::Word(w) => text.push_str(w),
-            Field::Quoted(bytes) => {
+            Field::Quoted(_) => {
                 // Re-quote with only `\"` and `\\`, which hickory decodes correctly.
-                let s = std::str::from_utf8(bytes).map_err(|_| {
+                let s = std::str::from_utf8(field_octets(field, &mut buf)?).map_err(|_| {
                     format!("binary quoted strings are not supported for {rt}; use RFC 3597 \\# form")
                 })?;
                 text.push('"');
@@ -852,7 +1115,7 @@ fn hickory_rdata(rt: RecordType, fields: &[Field], origin: &Name) -> Result<RDat
     }
     text.push('\n');
 
-    let (_, records) = Parser::new(text, None, Some(origin.clone()))
+    let (_, records) = Parser::new(text, None, Some(origin))
         .parse()
         .map_err(|e| e.to_string())?;
     records
@@ -863,148 +1126,114 @@ fn hickory_rdata(rt: RecordType, fields: &[Field], origin: &Name) -> Result<RDat
         .ok_or_else(|| "hickory returned no record".to_string())
 }
 
-/// The MINIMUM field of SOA RDATA, in either form.
-fn soa_minimum(rtype: u16, rdata: &SourceRdata) -> Option<u32> {
-    match rdata {
-        SourceRdata::Known(RData::SOA(soa)) => Some(soa.minimum),
-        // Wire form: MNAME, RNAME (at least one octet each), then five u32s; MINIMUM is last.
-        SourceRdata::Raw(bytes) if rtype == u16::from(RecordType::SOA) && bytes.len() >= 22 => {
-            let tail: [u8; 4] = bytes[bytes.len() - 4..].try_into().ok()?;
-            Some(u32::from_be_bytes(tail))
-        }
-        _ => None,
+/// The MINIMUM field of SOA RDATA, in either form: the last four octets of
+/// MNAME, RNAME (at least one octet each) and five u32s.
+fn soa_minimum(rtype: u16, rdata: &RdataBuf) -> Option<u32> {
+    if rtype != TYPE_SOA {
+        return None;
     }
-}
-
-// Temporary adapter to the streaming interface (replaced by the streaming parser).
-/// One record as read, lent to the sink for the duration of the call.
-pub struct Record<'a> {
-    /// Absolute owner name, lower-cased wire form.
-    pub owner: &'a [u8],
-    /// Numeric type.
-    pub rtype: u16,
-    /// TTL in seconds.
-    pub ttl: u32,
-    /// The RDATA, packed (`RdataBuf` form).
-    pub rdata: &'a [u8],
-    /// The file the record came from.
-    pub file: &'a Path,
-    /// 1-based line where the record starts.
-    pub line: usize,
-}
-
-/// Where records go.
-pub type Sink<'s> = dyn FnMut(Record<'_>) -> Result<(), LocatedError> + 's;
-
-fn name_of_wire(origin: &[u8]) -> Name {
-    Name::from_ascii(meridian_wire::name::name_text(origin)).expect("a valid origin")
-}
-
-fn feed(records: Vec<SourceRecord>, sink: &mut Sink<'_>) -> Result<(), LocatedError> {
-    let mut buf = meridian_wire::RdataBuf::new();
-    for r in records {
-        to_chunks(&mut buf, r.rtype, &r.rdata)
-            .map_err(|m| LocatedError::new(&r.file, r.line, m))?;
-        let owner = super::wire_name(&r.owner);
-        sink(Record {
-            owner: &owner,
-            rtype: r.rtype,
-            ttl: r.ttl,
-            rdata: buf.as_bytes(),
-            file: &r.file,
-            line: r.line,
-        })?;
+    let wire = rdata.packed().to_wire();
+    if wire.len() < 22 {
+        return None;
     }
-    Ok(())
-}
-
-/// Parse a file.
-pub fn parse_zone_file(
-    path: &Path,
-    origin: &[u8],
-    sink: &mut Sink<'_>,
-) -> Result<Vec<FileStamp>, LocatedError> {
-    let (records, stamps) = parse_zone_file_old(path, &name_of_wire(origin))?;
-    feed(records, sink)?;
-    Ok(stamps)
-}
-
-/// Parse text.
-pub fn parse_zone_str(
-    text: &str,
-    path: &Path,
-    origin: &[u8],
-    sink: &mut Sink<'_>,
-) -> Result<(), LocatedError> {
-    feed(parse_zone_str_old(text, path, &name_of_wire(origin))?, sink)
-}
-
-fn to_chunks(
-    buf: &mut meridian_wire::RdataBuf,
-    rtype: u16,
-    rd: &SourceRdata,
-) -> Result<(), String> {
-    use super::wire_name;
-    use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
-    buf.clear();
-    let known = match rd {
-        SourceRdata::Raw(b) => {
-            buf.push_bytes(b);
-            return Ok(());
-        }
-        SourceRdata::Known(k) => k,
-    };
-    match known {
-        RData::NS(n) => buf.push_name(&wire_name(&n.0)),
-        RData::CNAME(n) => buf.push_name(&wire_name(&n.0)),
-        RData::PTR(n) => buf.push_name(&wire_name(&n.0)),
-        RData::MX(mx) => {
-            buf.push_bytes(&mx.preference.to_be_bytes());
-            buf.push_name(&wire_name(&mx.exchange))
-        }
-        RData::SOA(soa) => {
-            let mut tail = Vec::with_capacity(20);
-            tail.extend_from_slice(&soa.serial.to_be_bytes());
-            tail.extend_from_slice(&soa.refresh.to_be_bytes());
-            tail.extend_from_slice(&soa.retry.to_be_bytes());
-            tail.extend_from_slice(&soa.expire.to_be_bytes());
-            tail.extend_from_slice(&soa.minimum.to_be_bytes());
-            buf.push_name(&wire_name(&soa.mname));
-            buf.push_name(&wire_name(&soa.rname));
-            buf.push_bytes(&tail);
-        }
-        other => {
-            let mut v = Vec::new();
-            let mut enc = BinEncoder::new(&mut v);
-            enc.set_canonical_form(true);
-            other
-                .emit(&mut enc)
-                .map_err(|e| format!("cannot encode type {rtype}: {e}"))?;
-            buf.push_bytes(&v);
-        }
-    }
-    Ok(())
+    let tail: [u8; 4] = wire[wire.len() - 4..].try_into().ok()?;
+    Some(u32::from_be_bytes(tail))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hickory_proto::rr::rdata::{A, AAAA, CAA};
+    use hickory_proto::rr::rdata::{A, AAAA, CNAME, MX, NS, PTR, SRV, TXT};
+    use hickory_proto::serialize::binary::{BinDecoder, Restrict};
+    use meridian_wire::name::{from_text, name_text};
+    use meridian_wire::rdata::{Packed, Piece};
     use std::net::{Ipv4Addr, Ipv6Addr};
 
-    fn origin() -> Name {
-        Name::from_ascii("example.com.").unwrap()
+    const ZONE_PATH: &str = "/zones/example.com.zone";
+
+    /// One record as the sink saw it, kept.
+    #[derive(Debug, Clone)]
+    struct Rec {
+        owner: Vec<u8>,
+        rtype: u16,
+        ttl: u32,
+        packed: Vec<u8>,
+        file: PathBuf,
+        line: usize,
+    }
+
+    impl Rec {
+        fn owner_text(&self) -> String {
+            name_text(&self.owner)
+        }
+
+        /// The RDATA as on the wire.
+        fn wire(&self) -> Vec<u8> {
+            Packed(&self.packed).to_wire()
+        }
+
+        fn pieces(&self) -> Vec<Piece<'_>> {
+            Packed(&self.packed).pieces().collect()
+        }
+
+        /// The RDATA decoded by hickory.
+        fn rdata(&self) -> RData {
+            let wire = self.wire();
+            let mut decoder = BinDecoder::new(&wire);
+            RData::read(
+                &mut decoder,
+                RecordType::from(self.rtype),
+                Restrict::new(wire.len() as u16),
+            )
+            .unwrap_or_else(|e| panic!("hickory cannot read {self:?}: {e}"))
+        }
+    }
+
+    /// Lower-cased wire form of a plain text name.
+    fn wire(s: &str) -> Vec<u8> {
+        from_text(&s.to_ascii_lowercase()).unwrap()
+    }
+
+    fn origin() -> Vec<u8> {
+        wire("example.com.")
     }
 
     fn name(s: &str) -> Name {
         Name::from_ascii(s).unwrap()
     }
 
-    fn parse(text: &str) -> Result<Vec<SourceRecord>, LocatedError> {
-        parse_zone_str_old(text, Path::new("/zones/example.com.zone"), &origin())
+    fn collector(out: &mut Vec<Rec>) -> impl FnMut(Record<'_>) -> Result<(), LocatedError> + '_ {
+        |r| {
+            out.push(Rec {
+                owner: r.owner.to_vec(),
+                rtype: r.rtype,
+                ttl: r.ttl,
+                packed: r.rdata.to_vec(),
+                file: r.file.to_path_buf(),
+                line: r.line,
+            });
+            Ok(())
+        }
     }
 
-    fn parse_ok(text: &str) -> Vec<SourceRecord> {
+    fn parse(text: &str) -> Result<Vec<Rec>, LocatedError> {
+        let mut records = Vec::new();
+        parse_zone_str(
+            text,
+            Path::new(ZONE_PATH),
+            &origin(),
+            &mut collector(&mut records),
+        )?;
+        Ok(records)
+    }
+
+    fn parse_file(path: &Path) -> Result<(Vec<Rec>, Vec<FileStamp>), LocatedError> {
+        let mut records = Vec::new();
+        let stamps = parse_zone_file(path, &origin(), &mut collector(&mut records))?;
+        Ok((records, stamps))
+    }
+
+    fn parse_ok(text: &str) -> Vec<Rec> {
         parse(text).unwrap_or_else(|e| panic!("unexpected error: {e}"))
     }
 
@@ -1015,11 +1244,24 @@ mod tests {
         }
     }
 
-    fn known(record: &SourceRecord) -> &RData {
-        match &record.rdata {
-            SourceRdata::Known(rdata) => rdata,
-            SourceRdata::Raw(raw) => panic!("expected known rdata, got raw {raw:?}"),
-        }
+    /// What hickory emits (canonical form) for `rdata`.
+    fn hickory_wire(rdata: &RData) -> Vec<u8> {
+        let mut out = Vec::new();
+        emit_canonical(rdata, &mut out).unwrap();
+        out
+    }
+
+    /// What hickory's own zone parser makes of `text` as the RDATA of `rt`.
+    fn hickory_parsed(rt: RecordType, text: &str) -> Vec<u8> {
+        let (_, records) = Parser::new(
+            format!("@ 0 IN {rt} {text}\n"),
+            None,
+            Some(name("example.com.")),
+        )
+        .parse()
+        .unwrap();
+        let rdata = records.into_values().flatten().next().unwrap().data;
+        hickory_wire(&rdata)
     }
 
     /// A fresh directory under the system temp dir, removed on drop.
@@ -1074,7 +1316,7 @@ mod tests {
             (2..=11).collect::<Vec<_>>()
         );
 
-        let RData::SOA(soa) = known(&records[0]) else {
+        let RData::SOA(soa) = records[0].rdata() else {
             panic!()
         };
         assert_eq!(soa.mname, name("ns1.example.com."));
@@ -1086,48 +1328,210 @@ mod tests {
         assert_eq!(records[0].owner, origin());
         assert_eq!(records[0].rtype, 6);
 
-        assert_eq!(known(&records[1]), &RData::NS(NS(name("ns1.example.com."))));
-        assert_eq!(records[2].owner, name("ns1.example.com."));
+        assert_eq!(records[1].rdata(), RData::NS(NS(name("ns1.example.com."))));
+        assert_eq!(records[2].owner, wire("ns1.example.com."));
+        assert_eq!(records[2].rdata(), RData::A(A(Ipv4Addr::new(192, 0, 2, 1))));
         assert_eq!(
-            known(&records[2]),
-            &RData::A(A(Ipv4Addr::new(192, 0, 2, 1)))
-        );
-        assert_eq!(
-            known(&records[3]),
-            &RData::AAAA(AAAA("2001:db8::1".parse::<Ipv6Addr>().unwrap()))
+            records[3].rdata(),
+            RData::AAAA(AAAA("2001:db8::1".parse::<Ipv6Addr>().unwrap()))
         );
         assert_eq!(records[3].rtype, 28);
         assert_eq!(
-            known(&records[4]),
-            &RData::CNAME(CNAME(name("ns1.example.com.")))
+            records[4].rdata(),
+            RData::CNAME(CNAME(name("ns1.example.com.")))
         );
         assert_eq!(
-            known(&records[5]),
-            &RData::MX(MX::new(10, name("mail.example.com.")))
+            records[5].rdata(),
+            RData::MX(MX::new(10, name("mail.example.com.")))
         );
         assert_eq!(
-            known(&records[6]),
-            &RData::TXT(TXT::from_bytes(vec![b"v=spf1 -all", b"second string"]))
+            records[6].rdata(),
+            RData::TXT(TXT::from_bytes(vec![b"v=spf1 -all", b"second string"]))
         );
-        assert_eq!(records[7].owner, name("_sip._udp.example.com."));
+        assert_eq!(records[7].owner, wire("_sip._udp.example.com."));
         assert_eq!(
-            known(&records[7]),
-            &RData::SRV(SRV::new(10, 20, 5060, name("sip.example.com.")))
+            records[7].rdata(),
+            RData::SRV(SRV::new(10, 20, 5060, name("sip.example.com.")))
         );
-        let RData::CAA(caa) = known(&records[8]) else {
+        let RData::CAA(caa) = records[8].rdata() else {
             panic!()
         };
         assert_eq!(caa.tag, "issue");
         assert_eq!(caa.value, b"letsencrypt.org");
-        assert!(matches!(known(&records[8]), RData::CAA(CAA { .. })));
-        assert_eq!(records[9].owner, name("1.2.example.com."));
+        assert_eq!(records[9].owner, wire("1.2.example.com."));
         assert_eq!(
-            known(&records[9]),
-            &RData::PTR(PTR(name("host.example.com.")))
+            records[9].rdata(),
+            RData::PTR(PTR(name("host.example.com.")))
         );
-        assert!(records
-            .iter()
-            .all(|r| r.file == Path::new("/zones/example.com.zone")));
+        assert!(records.iter().all(|r| r.file == Path::new(ZONE_PATH)));
+    }
+
+    /// The packed pieces are what the zone's chunks were before: names
+    /// where the writer may compress them, one bytes piece otherwise.
+    #[test]
+    fn packed_pieces() {
+        let records = parse_ok(
+            "$TTL 60\n\
+             @ SOA ns1 hostmaster 1 2 3 4 5\n\
+             @ NS ns1\n\
+             @ MX 10 mail\n\
+             www CNAME @\n\
+             1 PTR www\n\
+             www2 A 192.0.2.1\n\
+             @ TXT a b\n\
+             _s._tcp SRV 1 2 3 www\n\
+             @ CAA 0 issue \"ca.example\"\n\
+             x TYPE65280 \\# 2 abcd\n\
+             y TYPE65280 \\# 0\n",
+        );
+        let ns1 = wire("ns1.example.com.");
+        let hm = wire("hostmaster.example.com.");
+        let mail = wire("mail.example.com.");
+        let www = wire("www.example.com.");
+        let counters = [0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0, 5];
+        assert_eq!(
+            records[0].pieces(),
+            [Piece::Name(&ns1), Piece::Name(&hm), Piece::Bytes(&counters)]
+        );
+        assert_eq!(records[1].pieces(), [Piece::Name(&ns1)]);
+        assert_eq!(
+            records[2].pieces(),
+            [Piece::Bytes(&[0, 10]), Piece::Name(&mail)]
+        );
+        assert_eq!(records[3].pieces(), [Piece::Name(&origin())]);
+        assert_eq!(records[4].pieces(), [Piece::Name(&www)]);
+        assert_eq!(records[5].pieces(), [Piece::Bytes(&[192, 0, 2, 1])]);
+        assert_eq!(records[6].pieces(), [Piece::Bytes(b"\x01a\x01b")]);
+        let mut srv = vec![0, 1, 0, 2, 0, 3];
+        srv.extend_from_slice(&www);
+        assert_eq!(records[7].pieces(), [Piece::Bytes(&srv)]);
+        assert_eq!(records[8].pieces(), [Piece::Bytes(&records[8].wire())]);
+        assert_eq!(records[9].pieces(), [Piece::Bytes(&[0xab, 0xcd])]);
+        assert_eq!(records[10].pieces(), []);
+    }
+
+    /// A, AAAA, TXT and SRV are encoded here; the bytes are hickory's.
+    #[test]
+    fn direct_encoders_match_hickory() {
+        let records = parse_ok(
+            "$TTL 60\n\
+             a A 192.0.2.1\n\
+             b A 0.0.0.0\n\
+             c AAAA 2001:db8::1\n\
+             d AAAA ::ffff:192.0.2.1\n\
+             e AAAA \"fe80::1\"\n\
+             f TXT \"v=spf1 include:_spf.example.com -all\"\n\
+             g TXT \"one\" two \"three (3)\" \"\"\n\
+             h SRV 10 20 5060 Sip.Example.COM.\n\
+             i SRV 0 0 0 .\n",
+        );
+        let hickory = [
+            hickory_parsed(RecordType::A, "192.0.2.1"),
+            hickory_parsed(RecordType::A, "0.0.0.0"),
+            hickory_parsed(RecordType::AAAA, "2001:db8::1"),
+            hickory_parsed(RecordType::AAAA, "::ffff:192.0.2.1"),
+            hickory_parsed(RecordType::AAAA, "fe80::1"),
+            hickory_parsed(RecordType::TXT, "\"v=spf1 include:_spf.example.com -all\""),
+            hickory_parsed(RecordType::TXT, "\"one\" two \"three (3)\" \"\""),
+            hickory_wire(&RData::SRV(SRV::new(
+                10,
+                20,
+                5060,
+                name("Sip.Example.COM."),
+            ))),
+            hickory_wire(&RData::SRV(SRV::new(0, 0, 0, Name::root()))),
+        ];
+        assert_eq!(records.len(), hickory.len());
+        for (record, expected) in records.iter().zip(&hickory) {
+            assert_eq!(&record.wire(), expected, "{}", record.owner_text());
+        }
+        // The same through the generic hickory path used for rare types.
+        let fields = [Field::Word("192.0.2.1")];
+        let via = hickory_rdata(RecordType::A, &fields, &origin()).unwrap();
+        assert_eq!(records[0].wire(), hickory_wire(&via));
+        let fields = [Field::Word("2001:db8::1")];
+        let via = hickory_rdata(RecordType::AAAA, &fields, &origin()).unwrap();
+        assert_eq!(records[2].wire(), hickory_wire(&via));
+        // TXT with escapes, against hickory's encoder (its text parser reads
+        // \DDD as octal, which is why TXT is parsed here).
+        let records = parse_ok("$TTL 60\nt TXT \"a\\\"b\\\\c\\065\" x\\ y\\059\n");
+        assert_eq!(
+            records[0].wire(),
+            hickory_wire(&RData::TXT(TXT::from_bytes(vec![b"a\"b\\cA", b"x y;"])))
+        );
+    }
+
+    #[test]
+    fn long_txt_across_strings() {
+        let (s1, s2, s3) = ("a".repeat(255), "b".repeat(255), "c".repeat(10));
+        let records = parse_ok(&format!("$TTL 60\nt TXT \"{s1}\" {s2} \"{s3}\"\n"));
+        let wire = records[0].wire();
+        assert_eq!(wire.len(), 3 + 255 + 255 + 10);
+        assert_eq!(
+            wire,
+            hickory_wire(&RData::TXT(TXT::from_bytes(vec![
+                s1.as_bytes(),
+                s2.as_bytes(),
+                s3.as_bytes()
+            ])))
+        );
+        assert_eq!(records[0].pieces().len(), 1);
+        let RData::TXT(txt) = records[0].rdata() else {
+            panic!()
+        };
+        assert_eq!(
+            txt.txt_data.iter().map(|s| s.len()).collect::<Vec<_>>(),
+            [255, 255, 10]
+        );
+
+        let e = parse_err(&format!("$TTL 60\nt TXT \"{s1}\" \"{s1}x\"\n"));
+        assert_eq!(e.line, 2);
+        assert_eq!(
+            e.message,
+            "bad TXT record: string of 256 octets is longer than 255"
+        );
+    }
+
+    #[test]
+    fn names_are_lower_cased() {
+        let records = parse_ok(
+            "$TTL 60\n\
+             $ORIGIN Sub.EXAMPLE.com.\n\
+             WWW CNAME Target.Other.NET.\n\
+             \\065b MX 1 MAIL\n\
+             @ SOA NS1 Host\\077aster 1 2 3 4 5\n",
+        );
+        assert_eq!(records[0].owner, wire("www.sub.example.com."));
+        assert_eq!(records[0].wire(), wire("target.other.net."));
+        // Escaped letters too, as the old wire_name did.
+        assert_eq!(records[1].owner, wire("ab.sub.example.com."));
+        assert_eq!(&records[1].wire()[2..], &wire("mail.sub.example.com.")[..]);
+        let RData::SOA(soa) = records[2].rdata() else {
+            panic!()
+        };
+        assert!(soa.mname.eq_case(&name("ns1.sub.example.com.")));
+        assert!(soa.rname.eq_case(&name("hostmaster.sub.example.com.")));
+    }
+
+    #[test]
+    fn sink_error_stops_the_parse() {
+        let mut seen = 0;
+        let mut sink = |r: Record<'_>| {
+            seen += 1;
+            if r.line == 3 {
+                return Err(LocatedError::new(r.file, r.line, "stop here"));
+            }
+            Ok(())
+        };
+        let e = parse_zone_str(
+            "$TTL 60\na A 192.0.2.1\nb A 192.0.2.2\nc A 192.0.2.3\n",
+            Path::new(ZONE_PATH),
+            &origin(),
+            &mut sink,
+        )
+        .unwrap_err();
+        assert_eq!(e, LocatedError::new(ZONE_PATH, 3, "stop here"));
+        assert_eq!(seen, 2);
     }
 
     #[test]
@@ -1142,29 +1546,32 @@ mod tests {
              _srv._tcp SRV 0 0 443 web.sub\n\
              odd_name CNAME 1.0/25.2.0.192.in-addr.arpa.\n",
         );
-        assert_eq!(known(&records[0]), &RData::NS(NS(name("ns1.example.com."))));
+        assert_eq!(records[0].rdata(), RData::NS(NS(name("ns1.example.com."))));
         assert_eq!(
-            known(&records[1]),
-            &RData::MX(MX::new(10, name("mail.example.com.")))
-        );
-        assert_eq!(known(&records[2]), &RData::MX(MX::new(20, origin())));
-        assert_eq!(known(&records[3]), &RData::CNAME(CNAME(origin())));
-        // Owner case is kept as written.
-        assert!(records[4].owner.eq_case(&name("Web.Sub.example.com.")));
-        assert!(records[4].owner.is_fqdn());
-        assert_eq!(
-            known(&records[4]),
-            &RData::CNAME(CNAME(name("www.example.com.")))
+            records[1].rdata(),
+            RData::MX(MX::new(10, name("mail.example.com.")))
         );
         assert_eq!(
-            known(&records[5]),
-            &RData::SRV(SRV::new(0, 0, 443, name("web.sub.example.com.")))
+            records[2].rdata(),
+            RData::MX(MX::new(20, name("example.com.")))
         );
-        assert_eq!(records[6].owner, name("odd_name.example.com."));
-        let RData::CNAME(CNAME(target)) = known(&records[6]) else {
-            panic!()
-        };
-        assert_eq!(target.iter().nth(1).unwrap(), b"0/25");
+        assert_eq!(
+            records[3].rdata(),
+            RData::CNAME(CNAME(name("example.com.")))
+        );
+        // Owners are lower-cased wire names.
+        assert_eq!(records[4].owner, wire("web.sub.example.com."));
+        assert_eq!(
+            records[4].rdata(),
+            RData::CNAME(CNAME(name("www.example.com.")))
+        );
+        assert_eq!(
+            records[5].rdata(),
+            RData::SRV(SRV::new(0, 0, 443, name("web.sub.example.com.")))
+        );
+        assert_eq!(records[6].owner, wire("odd_name.example.com."));
+        let target = records[6].wire();
+        assert_eq!(&target[2..7], b"\x040/25");
     }
 
     #[test]
@@ -1179,14 +1586,20 @@ mod tests {
              d NS ns\n\
              @ A 192.0.2.3\n",
         );
-        assert_eq!(records[0].owner, name("a.example.com."));
-        assert_eq!(records[1].owner, name("b.sub.example.com."));
-        assert_eq!(records[2].owner, name("c.deeper.sub.example.com."));
+        assert_eq!(records[0].owner_text(), "a.example.com.");
+        assert_eq!(records[1].owner_text(), "b.sub.example.com.");
+        assert_eq!(records[2].owner_text(), "c.deeper.sub.example.com.");
         assert_eq!(
-            known(&records[3]),
-            &RData::NS(NS(name("ns.deeper.sub.example.com.")))
+            records[3].rdata(),
+            RData::NS(NS(name("ns.deeper.sub.example.com.")))
         );
-        assert_eq!(records[4].owner, name("deeper.sub.example.com."));
+        assert_eq!(records[4].owner_text(), "deeper.sub.example.com.");
+
+        let e = parse_err("$ORIGIN a..b.\n");
+        assert_eq!(
+            (e.line, e.message.as_str()),
+            (1, "bad $ORIGIN 'a..b.': empty label")
+        );
     }
 
     #[test]
@@ -1224,11 +1637,22 @@ mod tests {
         assert_eq!(records[0].ttl, 3600);
         // ... and that becomes the previous TTL for the next record.
         assert_eq!(records[1].ttl, 3600);
-        let RData::SOA(soa) = known(&records[0]) else {
+        let RData::SOA(soa) = records[0].rdata() else {
             panic!()
         };
         assert_eq!(soa.mname, name("ns1.example.com."));
         assert_eq!(soa.rname, name("hostmaster.example.com."));
+
+        // In RFC 3597 form too.
+        let records = parse_ok("@ SOA \\# 22 00 00 00000001 00000002 00000003 00000004 0000012c\n");
+        assert_eq!(records[0].ttl, 300);
+        let e = parse_err("@ SOA ns1 hostmaster 1 2 3 4 4294967295\n");
+        assert_eq!(
+            e.message,
+            "SOA MINIMUM 4294967295 is too large to use as TTL"
+        );
+        let e = parse_err("@ SOA ns1 hostmaster 1 2 3 2147483648 5\n");
+        assert_eq!(e.message, "bad SOA record: expire is above 2147483647");
     }
 
     #[test]
@@ -1246,7 +1670,7 @@ mod tests {
         assert_eq!(records.len(), 2);
         assert_eq!(records[0].line, 3);
         assert_eq!(records[1].line, 9);
-        let RData::SOA(soa) = known(&records[0]) else {
+        let RData::SOA(soa) = records[0].rdata() else {
             panic!()
         };
         assert_eq!(
@@ -1258,6 +1682,8 @@ mod tests {
         assert_eq!((e.line, e.message.as_str()), (2, "'(' is never closed"));
         let e = parse_err("$TTL 1h\nwww A 192.0.2.1 )\n");
         assert_eq!(e.line, 2);
+        let e = parse_err("$TTL 1h\n@ SOA ns1 hostmaster ( 1 2\n ( 3 4 5 ) )\n");
+        assert_eq!((e.line, e.message.as_str()), (3, "nested '('"));
     }
 
     #[test]
@@ -1271,7 +1697,7 @@ mod tests {
              mail A 192.0.2.3\n\
              \t   MX 10 mail\n",
         );
-        let owners: Vec<String> = records.iter().map(|r| r.owner.to_string()).collect();
+        let owners: Vec<String> = records.iter().map(Rec::owner_text).collect();
         assert_eq!(
             owners,
             vec![
@@ -1287,6 +1713,9 @@ mod tests {
         let e = parse_err("$TTL 60\n  A 192.0.2.1\n");
         assert_eq!(e.line, 2);
         assert!(e.message.contains("no previous owner"), "{e}");
+        // A directive indented is not a directive.
+        let e = parse_err("$TTL 60\nwww A 192.0.2.1\n  $TTL 30\n");
+        assert!(e.message.contains("unknown type '$TTL'"), "{e}");
     }
 
     #[test]
@@ -1306,16 +1735,17 @@ mod tests {
              a A 192.0.2.1\n\
              $INCLUDE hosts.inc lab\n\
              b A 192.0.2.2\n\
-             $INCLUDE \"hosts.inc\"\n",
+             $INCLUDE \"hosts.inc\"\n\
+             \x20 A 192.0.2.3\n",
         );
-        let (records, stamps) = parse_zone_file_old(&main, &origin()).unwrap();
+        let (records, stamps) = parse_file(&main).unwrap();
         // The main file, then the include (read twice, stamped twice).
         assert_eq!(stamps.len(), 3);
         assert_eq!(stamps[0].path, main);
         assert!(stamps.iter().all(|s| s.unchanged()));
         let got: Vec<(String, u32, PathBuf, usize)> = records
             .iter()
-            .map(|r| (r.owner.to_string(), r.ttl, r.file.clone(), r.line))
+            .map(|r| (r.owner_text(), r.ttl, r.file.clone(), r.line))
             .collect();
         let inc = dir.0.join("hosts.inc");
         assert_eq!(
@@ -1324,30 +1754,31 @@ mod tests {
                 ("a.example.com.".into(), 60, main.clone(), 2),
                 ("host.lab.example.com.".into(), 120, inc.clone(), 3),
                 ("other.elsewhere.example.".into(), 120, inc.clone(), 5),
-                // The include's $ORIGIN and $TTL don't leak back.
+                // The include's $ORIGIN, $TTL and owner don't leak back.
                 ("b.example.com.".into(), 60, main.clone(), 4),
                 ("host.example.com.".into(), 120, inc.clone(), 3),
                 ("other.elsewhere.example.".into(), 120, inc.clone(), 5),
+                ("b.example.com.".into(), 60, main.clone(), 6),
             ]
         );
 
         // An error inside the included file names that file and its line.
         dir.write("bad.inc", "$TTL 60\nok A 192.0.2.1\n\nbad A 192.0.2.300\n");
         let main = dir.write("bad.zone", "$TTL 60\n$INCLUDE bad.inc\n");
-        let e = parse_zone_file_old(&main, &origin()).unwrap_err();
+        let e = parse_file(&main).unwrap_err();
         assert_eq!(e.file, dir.0.join("bad.inc"));
         assert_eq!(e.line, 4);
         assert!(e.message.starts_with("bad A record: "), "{e}");
 
         // A missing included file is named with line 0.
         let main = dir.write("missing.zone", "$INCLUDE nope.inc\n");
-        let e = parse_zone_file_old(&main, &origin()).unwrap_err();
+        let e = parse_file(&main).unwrap_err();
         assert_eq!((e.file.clone(), e.line), (dir.0.join("nope.inc"), 0));
 
         // Loops are errors at the $INCLUDE line.
         dir.write("loop1.inc", "$TTL 60\n$INCLUDE loop2.inc\n");
         dir.write("loop2.inc", "\n\n$INCLUDE loop1.inc\n");
-        let e = parse_zone_file_old(&dir.0.join("loop1.inc"), &origin()).unwrap_err();
+        let e = parse_file(&dir.0.join("loop1.inc")).unwrap_err();
         assert_eq!((e.file.clone(), e.line), (dir.0.join("loop2.inc"), 3));
         assert!(e.message.contains("loop"), "{e}");
 
@@ -1359,16 +1790,28 @@ mod tests {
             );
         }
         dir.write("chain10.inc", "x 60 A 192.0.2.1\n");
-        assert!(parse_zone_file_old(&dir.0.join("chain2.inc"), &origin()).is_ok());
-        let e = parse_zone_file_old(&dir.0.join("chain1.inc"), &origin()).unwrap_err();
+        assert!(parse_file(&dir.0.join("chain2.inc")).is_ok());
+        let e = parse_file(&dir.0.join("chain1.inc")).unwrap_err();
         assert!(e.message.contains("nested"), "{e}");
     }
 
     #[test]
     fn missing_top_level_file() {
         let path = std::env::temp_dir().join("meridian-zone-parse-does-not-exist.zone");
-        let e = parse_zone_file_old(&path, &origin()).unwrap_err();
+        let e = parse_file(&path).unwrap_err();
         assert_eq!((e.file, e.line), (path, 0));
+    }
+
+    #[test]
+    fn invalid_utf8_names_its_line() {
+        let dir = TempDir::new("utf8");
+        let path = dir.0.join("bad.zone");
+        fs::write(&path, b"$TTL 60\na A 192.0.2.1\nb TXT \"\xff\"\n").unwrap();
+        let e = parse_file(&path).unwrap_err();
+        assert_eq!(
+            (e.file, e.line, e.message.as_str()),
+            (path, 3, "file is not valid UTF-8")
+        );
     }
 
     #[test]
@@ -1378,17 +1821,16 @@ mod tests {
              a TYPE65280 \\# 4 0A000001\n\
              b type65280 \\# 0\n\
              c A \\# 4 C000 0201\n\
-             d TYPE1 192.0.2.9\n",
+             d TYPE1 192.0.2.9\n\
+             e TYPE65280 \\# 3 a b c D e F\n",
         );
         assert_eq!(records[0].rtype, 65280);
-        assert_eq!(records[0].rdata, SourceRdata::Raw(vec![10, 0, 0, 1]));
-        assert_eq!(records[1].rdata, SourceRdata::Raw(vec![]));
+        assert_eq!(records[0].wire(), [10, 0, 0, 1]);
+        assert!(records[1].wire().is_empty());
         assert_eq!(records[2].rtype, 1);
-        assert_eq!(records[2].rdata, SourceRdata::Raw(vec![192, 0, 2, 1]));
-        assert_eq!(
-            known(&records[3]),
-            &RData::A(A(Ipv4Addr::new(192, 0, 2, 9)))
-        );
+        assert_eq!(records[2].wire(), [192, 0, 2, 1]);
+        assert_eq!(records[3].rdata(), RData::A(A(Ipv4Addr::new(192, 0, 2, 9))));
+        assert_eq!(records[4].wire(), [0xab, 0xcd, 0xef]);
 
         let e = parse_err("$TTL 60\n\na TYPE65280 \\# 5 0A000001\n");
         assert_eq!(e.line, 3);
@@ -1397,12 +1839,18 @@ mod tests {
         assert!(e.message.contains("does not match"), "{e}");
         let e = parse_err("$TTL 60\na TYPE65280 \\# 2 0A0\n");
         assert!(e.message.contains("odd number"), "{e}");
+        let e = parse_err("$TTL 60\na TYPE65280 \\# 2 0A 0x\n");
+        assert!(e.message.contains("must be hexadecimal"), "{e}");
         let e = parse_err("$TTL 60\na TYPE65280 0A000001\n");
         assert_eq!(e.message, "unknown type TYPE65280 needs RFC 3597 \\# form");
         let e = parse_err("$TTL 60\na DNSKEY 256 3 8 AwEAAa==\n");
         assert!(e.message.contains("DNSKEY"), "{e}");
         let e = parse_err("$TTL 60\na LOC 1 2 3\n");
         assert!(e.message.contains("unknown type 'LOC'"), "{e}");
+        let e = parse_err("$TTL 60\na TYPE65536 \\# 0\n");
+        assert!(e.message.contains("above 65535"), "{e}");
+        let e = parse_err("$TTL 60\na TYPE41 \\# 0\n");
+        assert_eq!(e.message, "type OPT cannot appear in zone data");
     }
 
     #[test]
@@ -1415,17 +1863,25 @@ mod tests {
              bad A 192.0.2\n\
              later A 192.0.2.2\n",
         );
-        assert_eq!(e.file, Path::new("/zones/example.com.zone"));
+        assert_eq!(e.file, Path::new(ZONE_PATH));
         assert_eq!(e.line, 5);
         assert!(e.message.starts_with("bad A record: "), "{e}");
-        assert_eq!(
-            e.to_string(),
-            format!("/zones/example.com.zone:5: {}", e.message)
-        );
+        assert_eq!(e.to_string(), format!("{ZONE_PATH}:5: {}", e.message));
 
         let e = parse_err("$TTL 60\nx A 192.0.2.1 192.0.2.2\n");
         assert_eq!(e.line, 2);
         assert!(e.message.contains("expected 1 field"), "{e}");
+        let e = parse_err("$TTL 60\nx AAAA 2001:db8::g\n");
+        assert!(e.message.starts_with("bad AAAA record: "), "{e}");
+        let e = parse_err("$TTL 60\nx AAAA 192.0.2.1\n");
+        assert!(e.message.starts_with("bad AAAA record: "), "{e}");
+        let e = parse_err("$TTL 60\nx A 192.0.2.\\049\n");
+        assert!(e.message.contains("escapes in unquoted field"), "{e}");
+        let e = parse_err("$TTL 60\nx MX 65536 mail\n");
+        assert_eq!(
+            e.message,
+            "bad MX record: preference '65536' is not a number from 0 to 65535"
+        );
     }
 
     #[test]
@@ -1434,10 +1890,14 @@ mod tests {
         assert_eq!((e.line, e.message.as_str()), (2, "class CH not supported"));
         let e = parse_err("$TTL 60\nx 60 HS A 192.0.2.1\n");
         assert_eq!(e.message, "class HS not supported");
-        // IN in either position, and CLASS1.
+        let e = parse_err("$TTL 60\nx class3 A 192.0.2.1\n");
+        assert_eq!(e.message, "class class3 not supported");
+        // IN in either position, any case, and CLASS1.
         let records =
-            parse_ok("a IN 60 A 192.0.2.1\nb 60 IN A 192.0.2.1\nc CLASS1 60 A 192.0.2.1\n");
+            parse_ok("a IN 60 A 192.0.2.1\nb 60 in A 192.0.2.1\nc CLASS1 60 A 192.0.2.1\n");
         assert_eq!(records.len(), 3);
+        let e = parse_err("$TTL 60\nx IN IN A 192.0.2.1\n");
+        assert_eq!(e.message, "second class 'IN'");
     }
 
     #[test]
@@ -1457,11 +1917,12 @@ mod tests {
              b TXT \"multi\nline\"\n\
              c TXT \"\"\n\
              esc\\.dot\\032x A 192.0.2.1\n\
-             d HINFO \"Intel x86\" \"Linux\"\n",
+             d HINFO \"Intel x86\" \"Linux\"\n\
+             e TXT \"caf\u{e9} \\\u{e9}\" \\\u{e9}t\u{e9}\n",
         );
         assert_eq!(
-            known(&records[0]),
-            &RData::TXT(TXT::from_bytes(vec![
+            records[0].rdata(),
+            RData::TXT(TXT::from_bytes(vec![
                 b"say \"hi\"",
                 b"ABC",
                 b"plain",
@@ -1469,27 +1930,52 @@ mod tests {
             ]))
         );
         assert_eq!(
-            known(&records[1]),
-            &RData::TXT(TXT::from_bytes(vec![b"multi\nline"]))
+            records[1].rdata(),
+            RData::TXT(TXT::from_bytes(vec![b"multi\nline"]))
         );
-        assert_eq!(known(&records[2]), &RData::TXT(TXT::from_bytes(vec![b""])));
+        assert_eq!(records[2].rdata(), RData::TXT(TXT::from_bytes(vec![b""])));
         assert_eq!(records[3].line, 6);
-        assert_eq!(records[3].owner.iter().next().unwrap(), b"esc.dot x");
-        let RData::HINFO(hinfo) = known(&records[4]) else {
+        assert_eq!(&records[3].owner[..10], b"\x09esc.dot x");
+        let RData::HINFO(hinfo) = records[4].rdata() else {
             panic!()
         };
         assert_eq!(&*hinfo.cpu, b"Intel x86");
+        // `\X` with a multi-octet X is X.
+        assert_eq!(
+            records[5].rdata(),
+            RData::TXT(TXT::from_bytes(vec![
+                "caf\u{e9} \u{e9}".as_bytes(),
+                "\u{e9}t\u{e9}".as_bytes()
+            ]))
+        );
 
         let e = parse_err("$TTL 60\na TXT \"unterminated\n\n");
         assert_eq!(
             (e.line, e.message.as_str()),
             (2, "unterminated quoted string")
         );
-        let e = parse_err("$TTL 60\na TXT \"\\256\"\n");
-        assert!(e.message.contains("above 255"), "{e}");
+        let e = parse_err("$TTL 60\n\na TXT \"\\256\"\n");
+        assert_eq!(
+            (e.line, e.message.as_str()),
+            (3, "escape \\256 is above 255")
+        );
+        let e = parse_err("$TTL 60\na TXT \"\\25\"\n");
+        assert!(e.message.contains("three decimal digits"), "{e}");
+        let e = parse_err("$TTL 60\na TXT \\25x\n");
+        assert_eq!(
+            e.message,
+            "bad TXT record: \\DDD escape needs three decimal digits"
+        );
+        let e = parse_err("$TTL 60\na TXT x\\\n");
+        assert_eq!(
+            (e.line, e.message.as_str()),
+            (2, "backslash at end of line")
+        );
         let long = "x".repeat(256);
         let e = parse_err(&format!("$TTL 60\na TXT \"{long}\"\n"));
         assert!(e.message.contains("longer than 255"), "{e}");
+        let e = parse_err("$TTL 60\na TXT\n");
+        assert_eq!(e.message, "bad TXT record: needs at least one string");
     }
 
     #[test]
@@ -1498,22 +1984,72 @@ mod tests {
         let e = parse_err(&format!("$TTL 60\n{long_label} A 192.0.2.1\n"));
         assert_eq!(e.line, 2);
         assert!(e.message.contains("longer than 63"), "{e}");
+        // The label is quoted as written.
+        let e = parse_err(&format!("$TTL 60\nx.B{long_label} A 192.0.2.1\n"));
+        assert!(e.message.contains(&format!("'B{long_label}'")), "{e}");
 
         let long_name = vec!["a".repeat(60); 5].join(".") + ".";
         let e = parse_err(&format!("$TTL 60\n{long_name} A 192.0.2.1\n"));
         assert!(e.message.contains("longer than 255"), "{e}");
+        // 255 octets in all is fine, 256 is not, origin included.
+        let fits = vec!["a".repeat(63); 3].join(".") + "." + &"a".repeat(61) + ".";
+        assert_eq!(
+            parse_ok(&format!("$TTL 60\n{fits} A 192.0.2.1\n"))[0]
+                .owner
+                .len(),
+            255
+        );
+        let relative = vec!["a".repeat(63); 3].join(".") + "." + &"a".repeat(49);
+        assert_eq!(
+            parse_ok(&format!("$TTL 60\n{relative} A 192.0.2.1\n"))[0]
+                .owner
+                .len(),
+            255
+        );
+        let e = parse_err(&format!("$TTL 60\n{relative}a A 192.0.2.1\n"));
+        assert_eq!(
+            e.message,
+            format!("bad owner name '{relative}a': name is longer than 255 octets once the origin is appended")
+        );
 
         let e = parse_err("$TTL 60\na..b A 192.0.2.1\n");
         assert!(e.message.contains("empty label"), "{e}");
         let e = parse_err("$TTL 60\nwww CNAME bad..target\n");
         assert!(e.message.starts_with("bad CNAME record: "), "{e}");
+        let e = parse_err("$TTL 60\n\"quoted\" A 192.0.2.1\n");
+        assert_eq!(e.message, "owner name cannot be a quoted string");
+        let e = parse_err("$TTL 60\nwww CNAME \"quoted\"\n");
+        assert_eq!(
+            e.message,
+            "bad CNAME record: expected a domain name, found a quoted string"
+        );
+        // The root, and an escaped dot that is not a separator.
+        let records = parse_ok("$TTL 60\n. NS a\\.b\n");
+        assert_eq!(records[0].owner, [0]);
+        assert_eq!(records[0].wire(), b"\x03a.b\x07example\x03com\x00");
     }
 
     #[test]
     fn crlf_and_missing_final_newline() {
         let records = parse_ok("$TTL 60\r\na A 192.0.2.1\r\n  TXT \"x\"\r\nb A 192.0.2.2");
         assert_eq!(records.len(), 3);
-        assert_eq!(records[1].owner, name("a.example.com."));
+        assert_eq!(records[1].owner, wire("a.example.com."));
         assert_eq!(records[2].line, 4);
+        assert_eq!(records[2].wire(), [192, 0, 2, 2]);
+    }
+
+    #[test]
+    fn ascii_space_is_char_whitespace() {
+        for b in 0..0x80u8 {
+            assert_eq!(is_ascii_space(b), (b as char).is_whitespace(), "{b:#x}");
+        }
+    }
+
+    #[test]
+    fn unicode_whitespace_separates_fields() {
+        // U+00A0 and U+3000 are whitespace to the tokenizer, as before.
+        let records = parse_ok("$TTL 60\na\u{a0}A\u{3000}192.0.2.1\n");
+        assert_eq!(records[0].owner, wire("a.example.com."));
+        assert_eq!(records[0].wire(), [192, 0, 2, 1]);
     }
 }

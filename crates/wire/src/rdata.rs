@@ -129,6 +129,21 @@ impl<'a> Packed<'a> {
         }
     }
 
+    /// The RDATA when it is one piece of octets (no name, at most 32,767
+    /// octets): what goes on the wire as it is.
+    #[inline]
+    pub fn plain(self) -> Option<&'a [u8]> {
+        match self.0 {
+            [] => Some(&[]),
+            [h, l, rest @ ..]
+                if h & 0x80 == 0 && usize::from(u16::from_be_bytes([*h, *l])) == rest.len() =>
+            {
+                Some(rest)
+            }
+            _ => None,
+        }
+    }
+
     /// The RDATA as it goes on the wire, names uncompressed.
     pub fn to_wire(self) -> Vec<u8> {
         let mut v = Vec::with_capacity(self.0.len());

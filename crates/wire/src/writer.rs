@@ -170,6 +170,30 @@ impl<'b> Writer<'b> {
         }
     }
 
+    /// Write a record owned by the question's name (a pointer to offset
+    /// 12), when its RDATA holds no name: one bounds check and one copy, the
+    /// path of most answers. False (nothing written) if `rd` has a name.
+    #[inline]
+    pub fn put_plain_at_question(&mut self, rtype: u16, ttl: u32, rd: Packed<'_>) -> bool {
+        let Some(body) = rd.plain() else {
+            return false;
+        };
+        let end = self.len + 12 + body.len();
+        if end > self.buf.len() {
+            self.overflow = true;
+            return true;
+        }
+        let b = &mut self.buf[self.len..end];
+        b[0..2].copy_from_slice(&0xC00Cu16.to_be_bytes());
+        b[2..4].copy_from_slice(&rtype.to_be_bytes());
+        b[4..6].copy_from_slice(&CLASS_IN.to_be_bytes());
+        b[6..10].copy_from_slice(&ttl.to_be_bytes());
+        b[10..12].copy_from_slice(&(body.len() as u16).to_be_bytes());
+        b[12..].copy_from_slice(body);
+        self.len = end;
+        true
+    }
+
     /// Write a record's TYPE, CLASS IN, TTL, RDLENGTH and RDATA after an
     /// owner the caller has written (a name or a pointer).
     pub fn put_rr_body(&mut self, rtype: u16, ttl: u32, rd: Packed<'_>) {
