@@ -1,12 +1,18 @@
 //! Streaming master-file parser (RFC 1035 §5) that reports `file:line` for
 //! every error and hands each record to a sink as soon as it is read.
 //!
-//! The file is read once and checked as UTF-8 once; then entries (a
-//! directive or a record, possibly spanning lines through `( ... )` or a
-//! quoted string) are cut one at a time into reused buffers, their fields
-//! borrowed from the text. Names go straight into lower-cased wire form and
-//! RDATA into the packed form of [`RdataBuf`], so memory does not grow with
-//! the zone and common records cost no allocation.
+//! A file is read through a window of [`WINDOW`] octets, each read checked
+//! as UTF-8 once; entries (a directive or a record, possibly spanning lines
+//! through `( ... )` or a quoted string) are cut from the window one at a
+//! time, their fields borrowed from the text. An entry the window cuts off
+//! is left, from the start of its line, for the next read, which appends to
+//! it: the tokenizer only ever sees whole entries, and text in memory
+//! ([`parse_zone_str`]) goes through it as one window. The window grows only
+//! for an entry longer than half of it (a TXT record of many strings in
+//! parentheses, say). Names go straight into lower-cased wire form and RDATA
+//! into the packed form of [`RdataBuf`], so memory does not grow with the
+//! zone or its files (a 1M-name zone file is 52 MB; the window is 1 MiB per
+//! file being read) and common records cost no allocation.
 //!
 //! Handled here: the directives (`$ORIGIN`, `$TTL` with units as in RFC 2308
 //! §4, `$INCLUDE`), owner names, the TTL/class/type fields, the RFC 3597 §5
@@ -26,7 +32,8 @@
 //! Zone semantics (SOA at the apex, CNAME conflicts, out-of-zone data) are
 //! checked by the zone builder, using the `file`/`line` of each record.
 
-use std::fs;
+use std::fs::{self, File};
+use std::io::{ErrorKind, Read};
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -64,6 +71,11 @@ pub type Sink<'s> = dyn FnMut(Record<'_>) -> Result<(), LocatedError> + 's;
 /// How many `$INCLUDE`s may be nested below the top-level file.
 const MAX_INCLUDE_DEPTH: usize = 8;
 
+/// Octets of a file read at a time: big enough that reads and the tail
+/// carried over between them cost next to nothing, small enough to stay
+/// out of the memory budget of a reload (which holds two zones).
+const WINDOW: usize = 1 << 20;
+
 /// RFC 2181 §8: TTLs are 31-bit.
 const MAX_TTL: u32 = 0x7fff_ffff;
 
@@ -89,11 +101,19 @@ pub fn parse_zone_file(
     origin: &[u8],
     sink: &mut Sink<'_>,
 ) -> Result<Vec<FileStamp>, LocatedError> {
-    let stamp = FileStamp::of(path);
-    let text = read_zone_text(path)?;
-    let mut loader = Loader::new(sink, path);
-    loader.stamps.extend(stamp);
-    loader.parse_text(&text, path, Scope::new(origin))?;
+    parse_zone_file_windowed(path, origin, sink, WINDOW)
+}
+
+/// [`parse_zone_file`] reading `window` octets at a time (tests use tiny ones).
+fn parse_zone_file_windowed(
+    path: &Path,
+    origin: &[u8],
+    sink: &mut Sink<'_>,
+    window: usize,
+) -> Result<Vec<FileStamp>, LocatedError> {
+    let mut loader = Loader::new(sink, path, window);
+    loader.stamps.extend(FileStamp::of(path));
+    loader.parse_file(path, Scope::new(origin))?;
     Ok(loader.stamps)
 }
 
@@ -105,19 +125,29 @@ pub fn parse_zone_str(
     origin: &[u8],
     sink: &mut Sink<'_>,
 ) -> Result<(), LocatedError> {
-    Loader::new(sink, path).parse_text(text, path, Scope::new(origin))
+    let mut scope = Scope::new(origin);
+    Loader::new(sink, path, WINDOW).parse_window(text, true, 1, path, &mut scope)?;
+    Ok(())
 }
 
-/// Reads a zone file; errors name the file with line 0, or the line of the
-/// first invalid UTF-8 byte.
-fn read_zone_text(path: &Path) -> Result<String, LocatedError> {
-    let bytes =
-        fs::read(path).map_err(|e| LocatedError::new(path, 0, format!("cannot read file: {e}")))?;
-    String::from_utf8(bytes).map_err(|e| {
-        let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
-        let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
-        LocatedError::new(path, line, "file is not valid UTF-8")
-    })
+/// An error reading `path`: the file as a whole (line 0).
+fn cannot_read(path: &Path, e: std::io::Error) -> LocatedError {
+    LocatedError::new(path, 0, format!("cannot read file: {e}"))
+}
+
+/// How much of `bytes` to check as UTF-8 now: all but a last character whose
+/// first octets are there and the rest not yet read.
+fn whole_chars(bytes: &[u8]) -> usize {
+    let len = bytes.len();
+    for back in 1..=len.min(3) {
+        let b = bytes[len - back];
+        // The last octet that is not a continuation octet starts a character.
+        if b & 0xC0 != 0x80 {
+            return if utf8_len(b) > back { len - back } else { len };
+        }
+    }
+    // No start in the last three octets: complete, or invalid anyway.
+    len
 }
 
 /// Best-effort identity of a file for include-loop detection.
@@ -165,6 +195,12 @@ struct Lexer<'t> {
     pos: usize,
     line: usize,
     at_line_start: bool,
+    /// The text runs to the end of the file. If not, an entry that runs into
+    /// the end of the text may go on in the next read: it is neither
+    /// returned nor reported but left, from the start of its line, for the
+    /// next window. Everything before that point is read exactly as it
+    /// would be in the whole file, since no decision looks further ahead.
+    last: bool,
 }
 
 /// ASCII whitespace as `char::is_whitespace` sees it (tab to CR, space).
@@ -183,12 +219,14 @@ fn utf8_len(lead: u8) -> usize {
 }
 
 impl<'t> Lexer<'t> {
-    fn new(text: &'t str) -> Self {
+    /// A lexer over `text`, which starts a line numbered `line`.
+    fn new(text: &'t str, line: usize, last: bool) -> Self {
         Lexer {
             text,
             pos: 0,
-            line: 1,
+            line,
             at_line_start: true,
+            last,
         }
     }
 
@@ -199,11 +237,17 @@ impl<'t> Lexer<'t> {
         c.is_whitespace().then(|| c.len_utf8())
     }
 
-    /// Fill `entry` with the next entry; false at the end of the text.
+    /// Fill `entry` with the next entry; false at the end of the text (when
+    /// not `last`, `pos` and `line` are then where the rest starts: the
+    /// start of a line, with no entry before it left unread). Calls start
+    /// at the start of a line.
     fn next_entry(&mut self, entry: &mut Entry<'t>) -> Result<bool, (usize, String)> {
         entry.fields.clear();
         entry.blank_owner = false;
         let bytes = self.text.as_bytes();
+        // Where to resume if the text ends inside the entry: past the blank
+        // and comment lines before it, so they are not carried over.
+        let mut resume = (self.pos, self.line);
         // Line of the open '(' while inside a group; newlines don't end entries then.
         let mut open_paren: Option<usize> = None;
         while let Some(&b) = bytes.get(self.pos) {
@@ -218,6 +262,7 @@ impl<'t> Lexer<'t> {
                             return Ok(true);
                         }
                         entry.blank_owner = false;
+                        resume = (self.pos, self.line);
                     }
                 }
                 b' ' | b'\t' if line_start && open_paren.is_none() => {
@@ -252,6 +297,11 @@ impl<'t> Lexer<'t> {
                 _ => self.word(entry)?,
             }
         }
+        if !self.last {
+            (self.pos, self.line) = resume;
+            self.at_line_start = true;
+            return Ok(false);
+        }
         if let Some(open) = open_paren {
             return Err((open, "'(' is never closed".into()));
         }
@@ -266,6 +316,11 @@ impl<'t> Lexer<'t> {
         let mut i = begin;
         loop {
             match bytes.get(i) {
+                // The closing quote may be in the next read.
+                None if !self.last => {
+                    self.pos = bytes.len();
+                    return Ok(());
+                }
                 None => return Err((start, "unterminated quoted string".into())),
                 Some(b'"') => break,
                 // Skip the escaped octet so `\"` doesn't end the string.
@@ -299,6 +354,11 @@ impl<'t> Lexer<'t> {
                 // An escaped delimiter (`\ `, `\;`, `\(`) stays in the word.
                 b'\\' => match bytes.get(i + 1) {
                     Some(&e) if e != b'\n' => i += 1 + utf8_len(e),
+                    // The escaped octet is in the next read.
+                    None if !self.last => {
+                        i = bytes.len();
+                        break;
+                    }
                     _ => return Err((self.line, "backslash at end of line".into())),
                 },
                 b';' | b'(' | b')' => break,
@@ -429,25 +489,111 @@ struct Loader<'k, 's> {
     /// Every file read, stamped before reading.
     stamps: Vec<FileStamp>,
     bufs: Bufs,
+    /// Octets read at a time from each file ([`WINDOW`] but in tests).
+    window: usize,
 }
 
 impl<'k, 's> Loader<'k, 's> {
-    fn new(sink: &'k mut Sink<'s>, path: &Path) -> Self {
+    fn new(sink: &'k mut Sink<'s>, path: &Path, window: usize) -> Self {
         Loader {
             sink,
             open_files: vec![canonical(path)],
             stamps: Vec::new(),
             bufs: Bufs::default(),
+            window,
         }
     }
 
-    fn parse_text(
+    /// Opens and parses `path`; errors reading it name the file with line
+    /// 0, invalid UTF-8 the line of the first invalid octet.
+    fn parse_file(&mut self, path: &Path, scope: Scope) -> Result<(), LocatedError> {
+        let file = File::open(path).map_err(|e| cannot_read(path, e))?;
+        self.parse_reader(file, path, scope)
+    }
+
+    /// Parses the text of `file` from `reader`, a window at a time: each
+    /// round fills the window, parses the whole entries in it and moves the
+    /// entry it cuts off (if any) to the front, to be completed by the next
+    /// read. Only the window and that carried entry are held, whatever the
+    /// size of the file; each `$INCLUDE`d file gets a window of its own.
+    fn parse_reader(
         &mut self,
-        text: &str,
+        mut reader: impl Read,
         file: &Path,
         mut scope: Scope,
     ) -> Result<(), LocatedError> {
-        let mut lexer = Lexer::new(text);
+        let mut buf = vec![0; self.window.max(1)];
+        // Octets of `buf` read and not yet parsed; the line `buf` starts.
+        let mut filled = 0;
+        let mut line = 1;
+        loop {
+            let mut eof = false;
+            while filled < buf.len() {
+                match reader.read(&mut buf[filled..]) {
+                    Ok(0) => {
+                        eof = true;
+                        break;
+                    }
+                    Ok(n) => filled += n,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) => return Err(cannot_read(file, e)),
+                }
+            }
+            // A character cut by the end of the read waits for the next one.
+            let end = if eof {
+                filled
+            } else {
+                whole_chars(&buf[..filled])
+            };
+            let (text, invalid) = match std::str::from_utf8(&buf[..end]) {
+                Ok(text) => (text, None),
+                // Parse up to the invalid octet first, so that errors come
+                // in file order whatever the window.
+                Err(e) => {
+                    let valid = e.valid_up_to();
+                    // Valid by the error's account: the default is never used.
+                    let text = std::str::from_utf8(&buf[..valid]).unwrap_or_default();
+                    (text, Some(valid))
+                }
+            };
+            let last = eof && invalid.is_none();
+            let (done, done_line) = self.parse_window(text, last, line, file, &mut scope)?;
+            if let Some(valid) = invalid {
+                let newlines = buf[done..valid].iter().filter(|&&b| b == b'\n').count();
+                return Err(LocatedError::new(
+                    file,
+                    done_line + newlines,
+                    "file is not valid UTF-8",
+                ));
+            }
+            if last {
+                return Ok(());
+            }
+            buf.copy_within(done..filled, 0);
+            filled -= done;
+            line = done_line;
+            // Room for at least as much new text as is carried over, so an
+            // entry longer than the window is re-read a bounded number of
+            // times (the window doubles) rather than once per read.
+            if filled > buf.len() / 2 {
+                buf.resize(buf.len() * 2, 0);
+            }
+        }
+    }
+
+    /// Parses the entries of `text`, which starts a line numbered `line`;
+    /// unless `last` (the text ends the file), an entry running into the end
+    /// of `text` is left alone. Returns where the text not parsed starts
+    /// (`text.len()` when `last`) and its line.
+    fn parse_window(
+        &mut self,
+        text: &str,
+        last: bool,
+        line: usize,
+        file: &Path,
+        scope: &mut Scope,
+    ) -> Result<(usize, usize), LocatedError> {
+        let mut lexer = Lexer::new(text, line, last);
         let mut entry = Entry::default();
         while lexer
             .next_entry(&mut entry)
@@ -456,10 +602,10 @@ impl<'k, 's> Loader<'k, 's> {
             match entry.fields[0] {
                 // Directives only count at the start of a line.
                 Field::Word(w) if w.starts_with('$') && !entry.blank_owner => {
-                    self.directive(&entry, file, &mut scope)?
+                    self.directive(&entry, file, scope)?
                 }
                 _ => {
-                    let (rtype, ttl) = record(&entry, &mut scope, &mut self.bufs)
+                    let (rtype, ttl) = record(&entry, scope, &mut self.bufs)
                         .map_err(|msg| LocatedError::new(file, entry.line, msg))?;
                     (self.sink)(Record {
                         owner: &scope.owner,
@@ -472,7 +618,7 @@ impl<'k, 's> Loader<'k, 's> {
                 }
             }
         }
-        Ok(())
+        Ok((lexer.pos, lexer.line))
     }
 
     fn directive(
@@ -561,9 +707,8 @@ impl<'k, 's> Loader<'k, 's> {
         }
 
         self.stamps.extend(FileStamp::of(&path));
-        let text = read_zone_text(&path)?;
         self.open_files.push(id);
-        let result = self.parse_text(&text, &path, inner);
+        let result = self.parse_file(&path, inner);
         self.open_files.pop();
         result
     }
@@ -2051,5 +2196,152 @@ mod tests {
         let records = parse_ok("$TTL 60\na\u{a0}A\u{3000}192.0.2.1\n");
         assert_eq!(records[0].owner, wire("a.example.com."));
         assert_eq!(records[0].wire(), [192, 0, 2, 1]);
+    }
+
+    /// Records as the sink saw them (up to an error) and the outcome.
+    type Outcome = (Vec<Rec>, Result<(), (PathBuf, usize, String)>);
+
+    fn outcome(records: Vec<Rec>, result: Result<(), LocatedError>) -> Outcome {
+        (records, result.map_err(|e| (e.file, e.line, e.message)))
+    }
+
+    /// `path` read through a window of `window` octets.
+    fn parse_windowed(path: &Path, window: usize) -> Outcome {
+        let mut records = Vec::new();
+        let result =
+            parse_zone_file_windowed(path, &origin(), &mut collector(&mut records), window);
+        outcome(records, result.map(|_| ()))
+    }
+
+    fn same(a: &Outcome, b: &Outcome) -> bool {
+        let key = |r: &Rec| {
+            (
+                r.owner.clone(),
+                r.rtype,
+                r.ttl,
+                r.packed.clone(),
+                r.file.clone(),
+                r.line,
+            )
+        };
+        a.1 == b.1 && a.0.iter().map(key).eq(b.0.iter().map(key))
+    }
+
+    #[test]
+    fn any_window_reads_as_the_whole_text() {
+        let dir = TempDir::new("windows");
+        dir.write("inc.zone", "; inc\n$TTL 5\ni1 TXT \"x\ny\"\n  A 192.0.2.7");
+        let texts = [
+            // Comments holding quotes and parentheses, blank lines, blank owners.
+            "$TTL 60\n; \"not ( a quote\n\n@ SOA ns1 hostmaster ( ; serial \" (\n 1 2 ; )\n\n 3 4\n 5 )\n  NS ns1\n\n\nns1 A 192.0.2.1 ; end\n",
+            // Quoted strings across lines, escaped quotes and newlines in them.
+            "$TTL 60\na TXT \"multi\nline\" \"say \\\"hi\\\"\" \"back\\\nslash\"\nb TXT ( \"one\"\n \"two\" )\n",
+            // CRLF, no final newline, a final comment without newline.
+            "$TTL 60\r\na A 192.0.2.1\r\n  TXT \"x\"\r\nb A 192.0.2.2",
+            "$TTL 60\na A 192.0.2.1\n; the end",
+            // Multi-octet characters: whitespace, escaped, in strings and names.
+            "$TTL 60\na\u{a0}A\u{3000}192.0.2.1\ne TXT \"caf\u{e9} \\\u{e9}\" \\\u{e9}t\u{e9} \"\u{1f600}\"\n\u{e9}\u{1f600} A 192.0.2.3\n",
+            // Escaped delimiters in words, RFC 3597 data over lines.
+            "$TTL 60\nesc\\.dot\\032x\\(y A 192.0.2.1\nz TYPE65280 \\# 4 ( 0A\n 00\n 0001 )\n",
+            // $INCLUDE, read through a window of its own.
+            "$TTL 60\na A 192.0.2.1\n$INCLUDE inc.zone sub\n  A 192.0.2.2\n",
+            // Errors, some only found at the end of the file.
+            "$TTL 60\na A 192.0.2.1\nb TXT \"unterminated\n\n",
+            "$TTL 60\na A 192.0.2.1\nb SOA ns1 hostmaster ( 1 2 3\n 4 5\n",
+            "$TTL 60\na A 192.0.2.1\nb TXT x\\",
+            "$TTL 60\na A 192.0.2.1\nb TXT x\\\nc A 192.0.2.2\n",
+            "$TTL 60\na A 192.0.2.1\nb A 192.0.2.1 )\n",
+            "$TTL 60\na A 192.0.2.1\nb SOA ns1 hostmaster ( 1 2\n ( 3 4 5 ) )\n",
+            "$TTL 60\na A 192.0.2.1\n\n\nbad A 192.0.2.300\nc A 192.0.2.2\n",
+            "$TTL 60\na TXT \"\\256\"\n",
+        ];
+        for (i, text) in texts.iter().enumerate() {
+            let path = dir.write(&format!("{i}.zone"), text);
+            let mut records = Vec::new();
+            let result = parse_zone_str(text, &path, &origin(), &mut collector(&mut records));
+            let whole = outcome(records, result);
+            assert!(!whole.0.is_empty() || whole.1.is_err(), "{text:?}");
+            for window in [1, 2, 3, 4, 5, 7, 11, 16, 64, WINDOW] {
+                let got = parse_windowed(&path, window);
+                assert!(
+                    same(&got, &whole),
+                    "{text:?}, window {window}:\n{got:#?}\nvs\n{whole:#?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_in_any_window() {
+        let dir = TempDir::new("utf8-windows");
+        let texts: [&[u8]; 6] = [
+            b"$TTL 60\na A 192.0.2.1\nb TXT \"\xff\"\n",
+            b"\xff",
+            // A character cut short by the end of the file.
+            b"$TTL 60\na A 192.0.2.1\nb TXT \"\xe2\x82",
+            // A lead octet followed by ASCII, and in a comment.
+            b"$TTL 60\na A 192.0.2.1\n\nb TXT \"\xe2\x82x\"\n",
+            b"$TTL 60\na A 192.0.2.1 ; \xc3(\n",
+            // Inside an entry over several lines: the line of the octet.
+            b"$TTL 60\na TXT ( \"x\"\n\n \"\xf0\x9f\x98\"\n)\n",
+        ];
+        for (i, text) in texts.iter().enumerate() {
+            let path = dir.0.join(format!("{i}.zone"));
+            fs::write(&path, text).unwrap();
+            let valid = std::str::from_utf8(text).unwrap_err().valid_up_to();
+            let line = text[..valid].iter().filter(|&&b| b == b'\n').count() + 1;
+            for window in [1, 2, 3, 4, 5, 8, 64, WINDOW] {
+                let (_, result) = parse_windowed(&path, window);
+                assert_eq!(
+                    result,
+                    Err((path.clone(), line, "file is not valid UTF-8".into())),
+                    "{text:?}, window {window}"
+                );
+            }
+        }
+
+        // Errors come in file order: one before the invalid octet wins.
+        let path = dir.0.join("order.zone");
+        fs::write(&path, b"$TTL 60\nbad A 192.0.2\n\xff\n").unwrap();
+        for window in [1, 5, 64, WINDOW] {
+            let (_, result) = parse_windowed(&path, window);
+            let (file, line, message) = result.unwrap_err();
+            assert_eq!((file, line), (path.clone(), 2));
+            assert!(message.starts_with("bad A record: "), "{message}");
+        }
+    }
+
+    #[test]
+    fn entry_longer_than_the_window() {
+        let dir = TempDir::new("long-entry");
+        // A TXT record of 16384 strings of 255 octets, one per line: 4.3 MB.
+        let strings = 16384;
+        let chunk = "x".repeat(255);
+        let mut text = String::from("$TTL 60\nbig TXT (\n");
+        for i in 0..strings {
+            text.push_str(&format!(" \"{chunk}\" ; {i}\n"));
+        }
+        text.push_str(")\nafter A 192.0.2.1\n");
+        assert!(text.len() > 4_000_000);
+        let path = dir.write("big.zone", &text);
+        for window in [64, 4096] {
+            let (records, result) = parse_windowed(&path, window);
+            result.unwrap();
+            assert_eq!(records.len(), 2);
+            assert_eq!((records[0].rtype, records[0].line), (TYPE_TXT, 2));
+            assert_eq!(records[0].wire().len(), strings * 256);
+            assert_eq!(records[1].line, strings + 4);
+            assert_eq!(records[1].wire(), [192, 0, 2, 1]);
+        }
+
+        // A string too long for TXT, over a window and many lines: its first line.
+        let path = dir.write(
+            "long-string.zone",
+            &format!("$TTL 60\n\nbad TXT \"{}\"\n", "x\n".repeat(100_000)),
+        );
+        let (_, result) = parse_windowed(&path, 64);
+        let (_, line, message) = result.unwrap_err();
+        assert_eq!(line, 3);
+        assert!(message.contains("longer than 255"), "{message}");
     }
 }
