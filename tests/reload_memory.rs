@@ -38,7 +38,6 @@ fn zone(n: usize) -> String {
 }
 
 #[test]
-#[ignore = "issue 14 target not met yet: RSS reaches 1.6-2.6x after 5 reloads (heap fragmentation of the per-node allocations); run with --ignored"]
 fn five_reloads_of_a_100k_name_zone_keep_memory_flat() {
     let dir = TempDir::new("reload-memory");
     let zf = dir.write("big.zone", &zone(100_000));
