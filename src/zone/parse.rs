@@ -1,7 +1,7 @@
 //! Streaming master-file parser (RFC 1035 §5) that reports `file:line` for
 //! every error and hands each record to a sink as soon as it is read.
 //!
-//! A file is read through a window of [`WINDOW`] octets, each read checked
+//! A file is read through a 1 MiB window (`WINDOW`), each read checked
 //! as UTF-8 once; entries (a directive or a record, possibly spanning lines
 //! through `( ... )` or a quoted string) are cut from the window one at a
 //! time, their fields borrowed from the text. An entry the window cuts off
