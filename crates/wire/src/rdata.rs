@@ -33,6 +33,17 @@ pub fn push_record(data: &mut Vec<u8>, packed: &[u8]) {
     data.extend_from_slice(packed);
 }
 
+/// Split a big-endian u16 header (its length in the bits of `len_mask`)
+/// and the body it announces off the front of `buf`.
+#[inline]
+fn take_prefixed<'a>(buf: &mut &'a [u8], len_mask: u16) -> Option<(u16, &'a [u8])> {
+    let (h, rest) = buf.split_first_chunk::<2>()?;
+    let h = u16::from_be_bytes(*h);
+    let body = rest.get(..(h & len_mask) as usize)?;
+    *buf = &rest[body.len()..];
+    Some((h, body))
+}
+
 /// Iterator over the records of an [`RRset`].
 #[derive(Debug, Clone)]
 pub struct Records<'a>(&'a [u8]);
@@ -42,12 +53,7 @@ impl<'a> Iterator for Records<'a> {
 
     #[inline]
     fn next(&mut self) -> Option<Packed<'a>> {
-        if self.0.len() < 2 {
-            return None;
-        }
-        let len = u16::from_be_bytes([self.0[0], self.0[1]]) as usize;
-        let body = self.0.get(2..2 + len)?;
-        self.0 = &self.0[2 + len..];
+        let (_, body) = take_prefixed(&mut self.0, u16::MAX)?;
         Some(Packed(body))
     }
 }
@@ -165,13 +171,7 @@ impl<'a> Iterator for Pieces<'a> {
 
     #[inline]
     fn next(&mut self) -> Option<Piece<'a>> {
-        if self.0.len() < 2 {
-            return None;
-        }
-        let h = u16::from_be_bytes([self.0[0], self.0[1]]);
-        let len = (h & !NAME_BIT) as usize;
-        let body = self.0.get(2..2 + len)?;
-        self.0 = &self.0[2 + len..];
+        let (h, body) = take_prefixed(&mut self.0, !NAME_BIT)?;
         Some(if h & NAME_BIT != 0 {
             Piece::Name(body)
         } else {
