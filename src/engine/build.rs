@@ -192,10 +192,19 @@ pub(super) fn build(
         &health_specs,
         prev.map(|p| (&*p.health, &p.checks[..])),
     ));
+    // Answer counts stay with their pool's name across a reload.
+    let pool_answers = crate::metrics::PoolCounters::carry(
+        pools.iter().map(|p| p.name.as_str()),
+        prev.map(|e| {
+            let names = e.pools.iter().map(|p| p.name.as_str()).collect();
+            (&e.pool_answers, names)
+        }),
+    );
     Ok(Engine {
         config_path: src.path.clone(),
         zones,
         zone_index,
+        pool_answers,
         pools,
         bindings,
         geo,
