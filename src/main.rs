@@ -92,6 +92,9 @@ fn main() -> ExitCode {
         }
         Cmd::Check { config } => match Engine::load(&config) {
             Ok(e) => {
+                for w in &e.api.warnings {
+                    eprintln!("warning: {w}");
+                }
                 println!("{}", meridian::cli::check::summary(&e));
                 ExitCode::SUCCESS
             }

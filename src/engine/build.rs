@@ -28,6 +28,7 @@ pub(super) fn build(
     prev: Option<&Engine>,
 ) -> Result<Engine, LocatedError> {
     let settings = ServerSettings::from_cfg(src, &cfg.server)?;
+    let api = crate::config::ApiSettings::from_cfg(src, &cfg.api)?;
     let mut cost = CostMeter::start();
 
     // Each bound name's owner (wire and text), parsed once. Zones whose
@@ -218,6 +219,7 @@ pub(super) fn build(
         zones_loaded,
         build_cost: cost.parts,
         settings,
+        api,
     })
 }
 

@@ -113,6 +113,9 @@ pub struct Engine {
     pub load_ms: u64,
     /// The checked `[server]` table.
     pub settings: ServerSettings,
+    /// The checked `[api]` table with its tokens (a reload reads the token
+    /// file again).
+    pub api: crate::config::ApiSettings,
 }
 
 impl Engine {
