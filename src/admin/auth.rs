@@ -97,6 +97,14 @@ pub(super) fn writer<'a>(
 
 /// Say at start what an operator must know about the API's exposure.
 pub(super) fn warn_at_start(local: SocketAddr, api: &ApiSettings) {
+    for w in start_warnings(local, api) {
+        tracing::warn!("{w}");
+        eprintln!("meridian: warning: {w}");
+    }
+}
+
+/// The warnings of [`warn_at_start`]: the token file's, then the exposure's.
+fn start_warnings(local: SocketAddr, api: &ApiSettings) -> Vec<String> {
     let mut warnings = api.warnings.clone();
     if !local.ip().is_loopback() {
         if api.token_file.is_none() {
@@ -109,15 +117,29 @@ pub(super) fn warn_at_start(local: SocketAddr, api: &ApiSettings) {
             ));
         }
     }
-    for w in warnings {
-        tracing::warn!("{w}");
-        eprintln!("meridian: warning: {w}");
-    }
+    warnings
 }
 
 #[cfg(test)]
 mod tests {
-    use super::host_part;
+    use super::{host_part, start_warnings};
+    use crate::config::ApiSettings;
+
+    #[test]
+    fn exposure_warnings() {
+        let open = ApiSettings::default();
+        let tokens = ApiSettings {
+            token_file: Some("t".into()),
+            ..ApiSettings::default()
+        };
+        let at = |s: &str| s.parse().unwrap();
+        assert!(start_warnings(at("127.0.0.1:9153"), &open).is_empty());
+        assert!(start_warnings(at("[::1]:9153"), &tokens).is_empty());
+        let w = start_warnings(at("0.0.0.0:9153"), &open);
+        assert!(w.len() == 1 && w[0].contains("no token file"), "{w:?}");
+        let w = start_warnings(at("192.0.2.1:9153"), &tokens);
+        assert!(w.len() == 1 && w[0].contains("in clear"), "{w:?}");
+    }
 
     #[test]
     fn hosts() {
