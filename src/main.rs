@@ -1,5 +1,5 @@
 //! The `meridian` command: the clap definitions of `serve`, `check`,
-//! `lookup`, `man` and `completions`, each handed to the library.
+//! `lookup`, `ctl`, `man` and `completions`, each handed to the library.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -67,6 +67,28 @@ enum Cmd {
         #[arg(long)]
         client: String,
     },
+    /// Control a running server through its HTTP API (as gdnsdctl and knotc do).
+    ///
+    /// The API address and the token come from the server's config
+    /// (`[server] http_listen`, `[api] tokens`) given with --config, or from
+    /// --api and --token-file. Writes (override, reload, stop) need a token
+    /// of write scope. Exits 1 when the server refuses or fails.
+    Ctl {
+        /// The server's config file, for the API address and the token file.
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// The API address, HOST:PORT or http://HOST:PORT (default: the config's http_listen).
+        #[arg(long, value_name = "URL")]
+        api: Option<String>,
+        /// A token file (lines of NAME SCOPE SECRET; default: the config's [api] tokens).
+        #[arg(long, value_name = "PATH")]
+        token_file: Option<PathBuf>,
+        /// The token to use, by name (default: the first that allows the command).
+        #[arg(long, value_name = "NAME")]
+        token: Option<String>,
+        #[command(subcommand)]
+        action: CtlCmd,
+    },
     /// Print the man page (roff, section 8) on standard output.
     Man,
     /// Print a shell completion script on standard output.
@@ -74,6 +96,27 @@ enum Cmd {
         /// The shell: bash, elvish, fish, powershell or zsh.
         shell: Shell,
     },
+}
+
+#[derive(Subcommand)]
+enum CtlCmd {
+    /// Print the server's /status: members, pools and overrides (JSON).
+    Status,
+    /// Force a member's state: up, down, drain, or none to clear it.
+    Override {
+        /// The member's address (an IPv4 or IPv6 address, or ADDRESS:PORT, [v6]:PORT).
+        address: String,
+        /// up, down, drain or none.
+        #[arg(value_parser = ["up", "down", "drain", "none"])]
+        state: String,
+        /// Only the entries checked on this port.
+        #[arg(long)]
+        port: Option<u16>,
+    },
+    /// Reload the config, zones and geo database (as SIGHUP does); fails if the new config does not load.
+    Reload,
+    /// Stop the server (as SIGTERM does).
+    Stop,
 }
 
 fn main() -> ExitCode {
@@ -92,6 +135,9 @@ fn main() -> ExitCode {
         }
         Cmd::Check { config } => match Engine::load(&config) {
             Ok(e) => {
+                for w in &e.api.warnings {
+                    eprintln!("warning: {w}");
+                }
                 println!("{}", meridian::cli::check::summary(&e));
                 ExitCode::SUCCESS
             }
@@ -119,6 +165,45 @@ fn main() -> ExitCode {
             }
             match meridian::daemon::serve(&config, addrs, workers, http_listen, allow_root) {
                 Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("{e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Cmd::Ctl {
+            config,
+            api,
+            token_file,
+            token,
+            action,
+        } => {
+            use meridian::cli::ctl::{run, Action, Target};
+            let action = match action {
+                CtlCmd::Status => Action::Status,
+                CtlCmd::Override {
+                    address,
+                    state,
+                    port,
+                } => Action::Override {
+                    address,
+                    state,
+                    port,
+                },
+                CtlCmd::Reload => Action::Reload,
+                CtlCmd::Stop => Action::Stop,
+            };
+            let target = Target {
+                config,
+                api,
+                token_file,
+                token,
+            };
+            match run(&target, &action) {
+                Ok(text) => {
+                    println!("{text}");
+                    ExitCode::SUCCESS
+                }
                 Err(e) => {
                     eprintln!("{e}");
                     ExitCode::from(1)

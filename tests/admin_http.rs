@@ -249,7 +249,7 @@ fn keep_alive_serves_several_requests() {
     // Two requests in one write (pipelined) are answered in order.
     write!(
         w,
-        "GET /status HTTP/1.1\r\nHost: {api}\r\n\r\nPOST /override/192.0.2.7?state=drain HTTP/1.1\r\nHost: {api}\r\nContent-Length: 0\r\n\r\n"
+        "GET /status HTTP/1.1\r\nHost: {api}\r\n\r\nPOST /override/192.0.2.7?state=drain HTTP/1.1\r\nHost: {api}\r\nAuthorization: Bearer {WRITE_TOKEN}\r\nContent-Length: 0\r\n\r\n"
     )
     .unwrap();
     assert_eq!(read_response(&mut r).0, 200);

@@ -21,6 +21,8 @@ fn meridian_man_page_covers_every_command() {
         "check",
         "lookup",
         "completions",
+        "MERIDIAN CTL RELOAD",
+        "\\-\\-token\\-file",
         "\\-\\-config",
         "\\-\\-listen",
         "\\-\\-allow\\-root",
@@ -50,7 +52,7 @@ fn probe_man_page_covers_every_command() {
 fn completions_name_the_subcommands() {
     let bash = run(env!("CARGO_BIN_EXE_meridian"), &["completions", "bash"]);
     assert!(bash.contains("_meridian()"), "{bash}");
-    for sub in ["serve", "check", "lookup", "man"] {
+    for sub in ["serve", "check", "lookup", "ctl", "man"] {
         assert!(bash.contains(sub), "bash completion lacks {sub}");
     }
     let zsh = run(env!("CARGO_BIN_EXE_meridian"), &["completions", "zsh"]);

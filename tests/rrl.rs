@@ -144,7 +144,8 @@ fn big_receive_buffer(sock: &UdpSocket) {
 fn metric(http: SocketAddr, line: &str) -> Option<u64> {
     let mut c = TcpStream::connect(http).ok()?;
     c.set_read_timeout(Some(Duration::from_secs(3))).ok()?;
-    c.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+    // The API refuses a Host that is not its address.
+    c.write_all(format!("GET /metrics HTTP/1.0\r\nHost: {http}\r\n\r\n").as_bytes())
         .ok()?;
     let mut s = String::new();
     c.read_to_string(&mut s).ok()?;

@@ -1,8 +1,15 @@
 //! The HTTP API server and its routes: `GET /metrics` (`prometheus`),
-//! `GET /status` (`status`) and the operator overrides (`overrides`).
+//! `GET /status` (`status`), the operator overrides (`overrides`), and
+//! `POST /reload` and `POST /stop` (handed to the daemon as [`Command`]s).
 //! HTTP/1.1 by hyper, keep-alive allowed, at most [`MAX_CONNECTIONS`] at
-//! once. There is no authentication: bind it to loopback or a management
-//! network.
+//! once.
+//!
+//! Who may do what (`auth`): every request must name this API in `Host`
+//! (its listen address, `localhost` or an `[api] host_names` entry), so a
+//! web page cannot reach it through a DNS name of its own; writes carry no
+//! `Origin` (browsers send one on cross-site requests) and need a bearer
+//! token of write scope from the `[api] tokens` file; without that file,
+//! writes are off. Every write is logged at info with its token's name.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -17,6 +24,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::sync::Semaphore;
 
+mod auth;
 mod overrides;
 mod prometheus;
 mod status;
@@ -43,6 +51,16 @@ pub struct Admin {
     pub server: Arc<ServerState>,
     /// The operator overrides.
     pub overrides: Arc<Overrides>,
+    /// Where `POST /reload` and `POST /stop` go: the daemon's loop.
+    pub commands: tokio::sync::mpsc::Sender<Command>,
+}
+
+/// A request the daemon carries out for the API.
+pub enum Command {
+    /// Reload the config; the daemon answers with the outcome.
+    Reload(tokio::sync::oneshot::Sender<Result<String, String>>),
+    /// Shut down (the daemon acknowledges, then stops).
+    Stop(tokio::sync::oneshot::Sender<()>),
 }
 
 /// One response, its body in full.
@@ -50,6 +68,11 @@ type Reply = Response<Full<Bytes>>;
 
 /// Serve the HTTP API on `listener` until the process ends.
 pub async fn serve(shared: Arc<Admin>, listener: tokio::net::TcpListener) {
+    let Ok(local) = listener.local_addr() else {
+        tracing::error!("http: the listener has no address");
+        return;
+    };
+    auth::warn_at_start(local, &shared.server.engine.load().api);
     let metrics = Arc::new(prometheus::Exposition::new(shared.server.clone()));
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut http = http1::Builder::new();
@@ -72,8 +95,8 @@ pub async fn serve(shared: Arc<Admin>, listener: tokio::net::TcpListener) {
         };
         let (shared, metrics) = (shared.clone(), metrics.clone());
         let service = service_fn(move |req: Request<Incoming>| {
-            let reply = route(&shared, &metrics, &req);
-            async move { Ok::<_, Infallible>(reply) }
+            let (shared, metrics) = (shared.clone(), metrics.clone());
+            async move { Ok::<_, Infallible>(handle(&shared, &metrics, local, req).await) }
         });
         let conn = http.serve_connection(TokioIo::new(stream), service);
         tokio::spawn(async move {
@@ -91,11 +114,102 @@ pub async fn serve(shared: Arc<Admin>, listener: tokio::net::TcpListener) {
     }
 }
 
-fn route(shared: &Admin, metrics: &prometheus::Exposition, req: &Request<Incoming>) -> Reply {
+/// What a request asks for, before it is allowed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Access {
+    Read,
+    Write,
+    /// 404 or 405: answered without looking at tokens.
+    None,
+}
+
+fn access(method: &Method, path: &str) -> Access {
+    let write = matches!(*method, Method::POST | Method::PUT | Method::DELETE);
+    match path {
+        "/metrics" | "/status" if method == Method::GET => Access::Read,
+        "/reload" | "/stop" if method == Method::POST => Access::Write,
+        p if p.starts_with("/override/") && write => Access::Write,
+        _ => Access::None,
+    }
+}
+
+async fn handle(
+    shared: &Admin,
+    metrics: &prometheus::Exposition,
+    local: std::net::SocketAddr,
+    req: Request<Incoming>,
+) -> Reply {
+    let engine = shared.server.engine.load_full();
+    let api = &engine.api;
+    if let Err(why) = auth::host_ok(&req, local, api) {
+        return forbidden(why);
+    }
+    let kind = access(req.method(), req.uri().path());
+    let who = match kind {
+        Access::None => None,
+        Access::Read => match auth::reader(&req, api) {
+            Ok(t) => t,
+            Err(why) => return forbidden(why),
+        },
+        Access::Write => match auth::writer(&req, api) {
+            Ok(t) => Some(t),
+            Err(why) => {
+                let r = forbidden(why);
+                audit(&req, None, &r);
+                return r;
+            }
+        },
+    };
+    let r = route(shared, metrics, &req).await;
+    if kind == Access::Write {
+        audit(&req, who, &r);
+    }
+    r
+}
+
+/// The audit line of a write: who (the token's name), what, and the result.
+fn audit(req: &Request<Incoming>, token: Option<&crate::config::Token>, r: &Reply) {
+    let uri = req.uri();
+    tracing::info!(
+        "api write: token {} {} {} -> {}",
+        token.map_or("(none)", |t| t.name.as_str()),
+        req.method(),
+        uri.path_and_query().map_or(uri.path(), |p| p.as_str()),
+        r.status().as_u16()
+    );
+}
+
+fn forbidden(why: String) -> Reply {
+    json(StatusCode::FORBIDDEN, &serde_json::json!({ "error": why }))
+}
+
+async fn route(shared: &Admin, metrics: &prometheus::Exposition, req: &Request<Incoming>) -> Reply {
     let path = req.uri().path();
     let query = req.uri().query().unwrap_or("");
     let method = req.method();
     match path {
+        "/reload" if method == Method::POST => {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            if shared.commands.send(Command::Reload(tx)).await.is_err() {
+                return unavailable();
+            }
+            match rx.await {
+                Ok(Ok(msg)) => json(StatusCode::OK, &serde_json::json!({ "reloaded": msg })),
+                Ok(Err(e)) => json(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    &serde_json::json!({ "error": e }),
+                ),
+                Err(_) => unavailable(),
+            }
+        }
+        "/stop" if method == Method::POST => {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            if shared.commands.send(Command::Stop(tx)).await.is_err() || rx.await.is_err() {
+                return unavailable();
+            }
+            json(StatusCode::OK, &serde_json::json!({ "stopping": true }))
+        }
+        "/reload" | "/stop" => method_not_allowed("POST"),
         "/metrics" if method == Method::GET => {
             reply(StatusCode::OK, prometheus::CONTENT_TYPE, metrics.render())
         }
@@ -111,6 +225,13 @@ fn route(shared: &Admin, metrics: &prometheus::Exposition, req: &Request<Incomin
             None => reply(StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
         },
     }
+}
+
+fn unavailable() -> Reply {
+    json(
+        StatusCode::SERVICE_UNAVAILABLE,
+        &serde_json::json!({ "error": "the server is shutting down" }),
+    )
 }
 
 fn reply(status: StatusCode, ctype: &'static str, body: String) -> Reply {

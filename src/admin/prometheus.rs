@@ -161,8 +161,8 @@ impl Collector for Counters {
             "Dynamic answers by pool.",
             MetricType::Counter,
         )?;
-        for (p, v) in e.pools.iter().zip(m.pool_answers.iter()) {
-            counter(&mut f, &[("pool", p.name.as_str())], load(v))?;
+        for (i, p) in e.pools.iter().enumerate() {
+            counter(&mut f, &[("pool", p.name.as_str())], e.pool_answers.get(i))?;
         }
 
         let mut f = family(

@@ -1,4 +1,6 @@
-//! The one-shot commands: `meridian check` and `meridian lookup`.
+//! The one-shot commands: `meridian check`, `meridian lookup` and
+//! `meridian ctl` (a client of a running server's API).
 
 pub mod check;
+pub mod ctl;
 pub mod lookup;

@@ -14,6 +14,9 @@ pub struct ConfigFile {
     /// `[server]`: listeners, workers, TCP limits, HTTP API, user, RRL.
     #[serde(default)]
     pub server: ServerCfg,
+    /// `[api]`: who may use the HTTP API (tokens, host names).
+    #[serde(default)]
+    pub api: super::api::ApiCfg,
     /// `[geo]`: the geo database; absent when no name uses locations.
     #[serde(default)]
     pub geo: Option<GeoCfg>,

@@ -1,9 +1,10 @@
 //! The configuration: the TOML file as written (`file`), its text for
 //! error lines (`source`), and one module per section that checks it into
-//! the types the server uses: `server`, `zones`, `checks`, `pools`, `geo`
+//! the types the server uses: `server`, `api`, `zones`, `checks`, `pools`, `geo`
 //! and `names`. Parsing is strict: unknown keys are errors, and every error
 //! names the file and line.
 
+pub mod api;
 pub mod checks;
 pub mod file;
 pub mod geo;
@@ -13,6 +14,7 @@ pub mod server;
 pub mod source;
 pub mod zones;
 
+pub use api::{ApiSettings, Scope, Token};
 pub use file::*;
 pub use server::{RrlConfig, ServerSettings};
 pub use source::{parse_listen, Source};

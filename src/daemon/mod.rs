@@ -16,6 +16,7 @@ mod reload;
 
 use std::sync::Mutex;
 
+use crate::admin::Command;
 use crate::health::{Checker, Overrides};
 use crate::transport::{bind_tcp, bind_udp, tcp_listener, udp_worker, ServerState};
 use memory::{for_serving, tune_malloc};
@@ -135,12 +136,17 @@ pub fn serve(
         checker: Mutex::new(Checker::new(rt.handle().clone())),
     };
     daemon.restart_checks();
+    // `POST /reload` and `POST /stop` reach the loop below through this.
+    let (commands, mut api_commands) = tokio::sync::mpsc::channel(4);
     if let Some(l) = http_listener {
         let admin = crate::admin::Admin {
             server: shared.clone(),
             overrides: daemon.overrides.clone(),
+            commands,
         };
         rt.spawn(crate::admin::serve(Arc::new(admin), l));
+    } else {
+        drop(commands);
     }
 
     // Signal handlers before the ready line: a SIGTERM or SIGHUP sent as
@@ -175,6 +181,24 @@ pub fn serve(
                 _ = hup.recv() => reload(&daemon, "SIGHUP"),
                 _ = term.recv() => break,
                 _ = int.recv() => break,
+                Some(cmd) = api_commands.recv() => match cmd {
+                    Command::Reload(done) => {
+                        let ok = shared.metrics.reloads_ok.load(Ordering::Relaxed);
+                        reload(&daemon, "API request");
+                        let _ = done.send(if shared.metrics.reloads_ok.load(Ordering::Relaxed) > ok {
+                            Ok("reloaded".to_string())
+                        } else {
+                            Err("reload failed, the running config is kept: see the server log".to_string())
+                        });
+                    }
+                    Command::Stop(done) => {
+                        tracing::info!("stop asked through the API");
+                        let _ = done.send(());
+                        // Let the answer leave before the listeners close.
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        break;
+                    }
+                },
                 _ = tick.tick() => {
                     let now = geo_mtime(&shared);
                     if now != geo_stamp {

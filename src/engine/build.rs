@@ -28,6 +28,7 @@ pub(super) fn build(
     prev: Option<&Engine>,
 ) -> Result<Engine, LocatedError> {
     let settings = ServerSettings::from_cfg(src, &cfg.server)?;
+    let api = crate::config::ApiSettings::from_cfg(src, &cfg.api)?;
     let mut cost = CostMeter::start();
 
     // Each bound name's owner (wire and text), parsed once. Zones whose
@@ -192,10 +193,19 @@ pub(super) fn build(
         &health_specs,
         prev.map(|p| (&*p.health, &p.checks[..])),
     ));
+    // Answer counts stay with their pool's name across a reload.
+    let pool_answers = crate::metrics::PoolCounters::carry(
+        pools.iter().map(|p| p.name.as_str()),
+        prev.map(|e| {
+            let names = e.pools.iter().map(|p| p.name.as_str()).collect();
+            (&e.pool_answers, names)
+        }),
+    );
     Ok(Engine {
         config_path: src.path.clone(),
         zones,
         zone_index,
+        pool_answers,
         pools,
         bindings,
         geo,
@@ -209,6 +219,7 @@ pub(super) fn build(
         zones_loaded,
         build_cost: cost.parts,
         settings,
+        api,
     })
 }
 

@@ -81,6 +81,9 @@ pub struct Engine {
     pub zone_index: crate::zone::NameMap<usize>,
     /// Every `[pool.NAME]`, in name order; `Target` and geo decisions index into it.
     pub pools: Vec<Pool>,
+    /// Dynamic answers per pool, indexed like `pools`; a reload carries
+    /// each pool's counter over by name (see `metrics::PoolCounters`).
+    pub pool_answers: crate::metrics::PoolCounters,
     /// Every `[name.NAME]`; a zone node's `dynamic` field is an index into
     /// it.
     pub bindings: Vec<Binding>,
@@ -110,6 +113,9 @@ pub struct Engine {
     pub load_ms: u64,
     /// The checked `[server]` table.
     pub settings: ServerSettings,
+    /// The checked `[api]` table with its tokens (a reload reads the token
+    /// file again).
+    pub api: crate::config::ApiSettings,
 }
 
 impl Engine {

@@ -4,6 +4,7 @@
 //! `admin::prometheus`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// What the answer path reports for metrics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -39,8 +40,67 @@ pub const QTYPES: [(u16, &str); 12] = [
     (255, "ANY"),
     (43, "DS"),
 ];
-/// Pools counted in `pool_answers` (indexes into `Engine::pools`); later ones are not counted.
-pub const MAX_POOLS: usize = 1024;
+/// Dynamic answers per pool of one engine, indexed like `Engine::pools`:
+/// one counter per pool, built with the engine. A reload hands a pool's
+/// counter to the new engine by the pool's name ([`PoolCounters::carry`]),
+/// so a count stays with its pool whatever the other pools do; a removed or
+/// renamed pool's counter goes with the old engine, and a new pool starts at
+/// zero. Counting is one relaxed add into a slice (no lock, no allocation).
+#[derive(Clone, Debug, Default)]
+pub struct PoolCounters(Arc<[Arc<AtomicU64>]>);
+
+impl PoolCounters {
+    /// Counters for the pools `names` (in engine order): a name that `prev`
+    /// also has (`prev_names`, in its order) keeps that counter, the others
+    /// start at zero.
+    pub fn carry<'a>(
+        names: impl IntoIterator<Item = &'a str>,
+        prev: Option<(&PoolCounters, Vec<&str>)>,
+    ) -> PoolCounters {
+        let old: std::collections::HashMap<&str, &Arc<AtomicU64>> = prev
+            .as_ref()
+            .map(|(c, n)| n.iter().copied().zip(c.0.iter()).collect())
+            .unwrap_or_default();
+        PoolCounters(
+            names
+                .into_iter()
+                .map(|n| {
+                    old.get(n)
+                        .map(|c| Arc::clone(c))
+                        .unwrap_or_else(|| Arc::new(AtomicU64::new(0)))
+                })
+                .collect(),
+        )
+    }
+
+    /// The count of pool `i` (engine order), 0 for no such pool.
+    pub fn get(&self, i: usize) -> u64 {
+        self.0.get(i).map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
+    /// Pools counted.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// No pools.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Add `n` answers to pool `i` (ignored if there is no such pool).
+    #[inline]
+    pub fn add(&self, i: usize, n: u64) {
+        if let Some(c) = self.0.get(i) {
+            c.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether `self` and `other` are the counters of the same engine.
+    pub fn same(&self, other: &PoolCounters) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
 
 fn qtype_slot(t: u16) -> usize {
     QTYPES
@@ -69,8 +129,6 @@ pub struct Metrics {
     pub qtype: [AtomicU64; QTYPES.len() + 1],
     /// ECS responses by returned scope prefix length (0..=128).
     pub scope: [AtomicU64; 129],
-    /// Dynamic answers per pool, indexed like `Engine::pools` ([`MAX_POOLS`] slots).
-    pub pool_answers: Vec<AtomicU64>,
     /// TCP connections closed at once because `tcp_max_connections` were open.
     pub tcp_rejected: AtomicU64,
     /// TCP connections closed by the idle or read timeout.
@@ -107,7 +165,6 @@ impl Metrics {
             rcode: std::array::from_fn(|_| AtomicU64::new(0)),
             qtype: std::array::from_fn(|_| AtomicU64::new(0)),
             scope: std::array::from_fn(|_| AtomicU64::new(0)),
-            pool_answers: (0..MAX_POOLS).map(|_| AtomicU64::new(0)).collect(),
             tcp_rejected: AtomicU64::new(0),
             tcp_timeouts: AtomicU64::new(0),
             rrl_dropped: AtomicU64::new(0),
@@ -120,8 +177,9 @@ impl Metrics {
     }
 
     /// Count one query straight into the atomics (TCP, where there is no
-    /// batch to amortise a `Local` over).
-    pub fn record_one(&self, o: &Outcome, answered: bool) {
+    /// batch to amortise a `Local` over); a pool answer goes to `pools`, the
+    /// counters of the engine that answered.
+    pub fn record_one(&self, o: &Outcome, answered: bool, pools: &PoolCounters) {
         let add = |a: &AtomicU64| {
             a.fetch_add(1, Ordering::Relaxed);
         };
@@ -141,8 +199,8 @@ impl Metrics {
         if let Some(s) = o.scope {
             add(&self.scope[(s as usize).min(128)]);
         }
-        if let Some((_, p)) = o.pool.filter(|&(_, p)| (p as usize) < MAX_POOLS) {
-            add(&self.pool_answers[p as usize]);
+        if let Some((_, p)) = o.pool {
+            pools.add(p as usize, 1);
         }
     }
 }
@@ -156,7 +214,9 @@ pub struct Local {
     rcode: [u64; RCODES],
     qtype: [u64; QTYPES.len() + 1],
     scope: [u64; 129],
-    pools: Box<[u64; MAX_POOLS]>,
+    /// Answers per pool of the engine whose counters are `pool_counters`.
+    pools: Vec<u64>,
+    pool_counters: PoolCounters,
 }
 
 impl Default for Local {
@@ -169,7 +229,8 @@ impl Default for Local {
             rcode: [0; RCODES],
             qtype: [0; QTYPES.len() + 1],
             scope: [0; 129],
-            pools: Box::new([0; MAX_POOLS]),
+            pools: Vec::new(),
+            pool_counters: PoolCounters::default(),
         }
     }
 }
@@ -201,8 +262,31 @@ impl Local {
             self.scope[(s as usize).min(128)] += 1;
         }
         if let Some((_, p)) = o.pool {
-            if (p as usize) < MAX_POOLS {
-                self.pools[p as usize] += 1;
+            if let Some(c) = self.pools.get_mut(p as usize) {
+                *c += 1;
+            }
+        }
+    }
+
+    /// Count pool answers for the engine whose counters are `pools` from
+    /// now on: call it with the engine that answers each batch. When the
+    /// engine changed (a reload), what was counted for the old one is
+    /// flushed to it first; only then does the slot table grow.
+    #[inline]
+    pub fn use_pools(&mut self, pools: &PoolCounters) {
+        if !self.pool_counters.same(pools) {
+            self.flush_pools();
+            self.pool_counters = pools.clone();
+            self.pools.clear();
+            self.pools.resize(pools.len(), 0);
+        }
+    }
+
+    fn flush_pools(&mut self) {
+        for (i, v) in self.pools.iter_mut().enumerate() {
+            if *v > 0 {
+                self.pool_counters.add(i, *v);
+                *v = 0;
             }
         }
     }
@@ -235,9 +319,7 @@ impl Local {
         for (a, v) in m.scope.iter().zip(self.scope.iter()) {
             add(a, *v);
         }
-        for (a, v) in m.pool_answers.iter().zip(self.pools.iter()) {
-            add(a, *v);
-        }
+        self.flush_pools();
         self.queries = 0;
         self.dropped = 0;
         self.truncated = 0;
@@ -245,7 +327,6 @@ impl Local {
         self.rcode = [0; RCODES];
         self.qtype = [0; QTYPES.len() + 1];
         self.scope = [0; 129];
-        self.pools.fill(0);
     }
 }
 

@@ -188,7 +188,9 @@ async fn tcp_conn(
                     &mut outcome,
                 )
             });
-            shared.metrics.record_one(&outcome, r.is_some());
+            shared
+                .metrics
+                .record_one(&outcome, r.is_some(), &engine.pool_answers);
             off += 2 + len;
             match r {
                 Some(n) => {

@@ -86,6 +86,7 @@ pub fn udp_worker(shared: Arc<ServerState>, sock: std::net::UdpSocket, share: us
             }
         };
         let engine = shared.engine.load();
+        local.use_pools(&engine.pool_answers);
         // Rate limiting follows the config (a reload may turn it on or off).
         if rrl.as_ref().map(|l| l.cfg) != engine.settings.rrl {
             flush_rrl(&shared, &mut rrl);

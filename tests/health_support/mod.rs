@@ -264,8 +264,26 @@ pub(crate) fn self_signed() -> Arc<rustls::ServerConfig> {
 
 /// Write the test zone and a config (`body` after the [server] and
 /// [[zone]] parts) into a fresh TempDir.
+/// The write token every config from [`setup`] accepts (name `tester`),
+/// which [`http`] sends.
+pub(crate) const WRITE_TOKEN: &str = "tester-write-0123456789abcdef";
+/// A read-scope token of the same file (name `scraper`).
+pub(crate) const READ_TOKEN: &str = "scraper-read-0123456789abcdef";
+
+/// The token file of the test configs, written private (mode 600).
+pub(crate) fn write_tokens(dir: &TempDir) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.write(
+        "api.tokens",
+        &format!("# name scope secret\ntester write {WRITE_TOKEN}\nscraper read {READ_TOKEN}\n"),
+    );
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+    p
+}
+
 pub(crate) fn setup(tag: &str, body: &str) -> (TempDir, PathBuf) {
     let dir = TempDir::new(tag);
+    write_tokens(&dir);
     let zone = std::fs::read_to_string(root().join("tests/data/health/health.test.zone")).unwrap();
     dir.write("health.test.zone", &zone);
     let p = dir.write("meridian.toml", &config_text(body));
@@ -274,7 +292,7 @@ pub(crate) fn setup(tag: &str, body: &str) -> (TempDir, PathBuf) {
 
 pub(crate) fn config_text(body: &str) -> String {
     format!(
-        "[server]\nlog = \"info\"\n\n[[zone]]\norigin = \"health.test.\"\nfile = \"health.test.zone\"\n\n{body}\n"
+        "[server]\nlog = \"info\"\n\n[api]\ntokens = \"api.tokens\"\n\n[[zone]]\norigin = \"health.test.\"\nfile = \"health.test.zone\"\n\n{body}\n"
     )
 }
 
@@ -319,15 +337,33 @@ pub(crate) fn serve(config: &std::path::Path) -> (Server, SocketAddr) {
     panic!("meridian did not start with {}", config.display());
 }
 
-/// One HTTP request; (status, body).
+/// One HTTP request with the write token ([`WRITE_TOKEN`]); (status, body).
 pub(crate) fn http(addr: SocketAddr, method: &str, target: &str) -> (u16, String) {
+    let auth = format!("Bearer {WRITE_TOKEN}");
+    http_with(
+        addr,
+        method,
+        target,
+        &[("Host", &addr.to_string()), ("Authorization", &auth)],
+    )
+}
+
+/// One HTTP request with exactly these headers (besides Content-Length and
+/// Connection); (status, body).
+pub(crate) fn http_with(
+    addr: SocketAddr,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+) -> (u16, String) {
     let mut s = TcpStream::connect(addr).expect("connect to the HTTP API");
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    write!(
-        s,
-        "{method} {target} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
+    let mut req = format!("{method} {target} HTTP/1.1\r\n");
+    for (k, v) in headers {
+        req += &format!("{k}: {v}\r\n");
+    }
+    req += "Content-Length: 0\r\nConnection: close\r\n\r\n";
+    s.write_all(req.as_bytes()).unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     let code = out

@@ -565,7 +565,8 @@ class Faults:
 def http_get(addr, path):
     host, port = addr.rsplit(":", 1)
     s = socket.create_connection((host, int(port)), timeout=3)
-    s.sendall(("GET %s HTTP/1.0\r\nHost: x\r\n\r\n" % path).encode())
+    # The API refuses a Host that is not its address.
+    s.sendall(("GET %s HTTP/1.0\r\nHost: %s\r\n\r\n" % (path, addr)).encode())
     data = b""
     while True:
         c = s.recv(65536)

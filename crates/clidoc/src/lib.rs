@@ -17,13 +17,20 @@ pub fn man_page(cmd: clap::Command, section: &str, out: &mut dyn Write) -> std::
     clap_mangen::Man::new(cmd.clone())
         .section(section)
         .render(out)?;
+    subcommands(&cmd, &name, out)
+}
+
+/// A section per subcommand, then per subcommand of each (`meridian ctl
+/// reload`), depth first.
+fn subcommands(cmd: &clap::Command, prefix: &str, out: &mut dyn Write) -> std::io::Result<()> {
     for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
-        let full = format!("{name} {}", sub.get_name());
+        let full = format!("{prefix} {}", sub.get_name());
         writeln!(out, ".SH \"{}\"", full.to_uppercase())?;
-        let man = clap_mangen::Man::new(sub.clone().name(full));
+        let man = clap_mangen::Man::new(sub.clone().name(full.clone()));
         man.render_synopsis_section(out)?;
         man.render_description_section(out)?;
         man.render_options_section(out)?;
+        subcommands(sub, &full, out)?;
     }
     Ok(())
 }
