@@ -71,8 +71,17 @@ how often the first address changed. Verdict:
   static          the same answer every time
   failed          no query got an answer (exit status 1)";
 
+/// `meridian-probe --version`: the package version and the git commit it was built from
+/// (build.rs: short hash, `+dirty`, or `unknown` outside a checkout).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("MERIDIAN_GIT_COMMIT"),
+    ")"
+);
+
 #[derive(Parser, Debug)]
-#[command(name = "meridian-probe", version, about = ABOUT, long_about = LONG_ABOUT)]
+#[command(name = "meridian-probe", version = VERSION, about = ABOUT, long_about = LONG_ABOUT)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
