@@ -63,7 +63,8 @@ fn version_names_the_commit() {
             Some(head) => assert_eq!(
                 commit.strip_suffix("+dirty").unwrap_or(&commit),
                 head,
-                "{want_name} --version"
+                "{want_name} --version names another commit: a stale binary? \
+                 (cargo test --workspace rebuilds it; or cargo build -p meridian-probe)"
             ),
             None => common::skip(
                 "version_names_the_commit",

@@ -15,7 +15,13 @@ fn git(args: &[&str]) -> Option<String> {
 fn main() {
     // The short hash, "+dirty" when tracked files differ from HEAD, or
     // "unknown" outside a git checkout (a crate tarball, a container copy).
-    let commit = match git(&["rev-parse", "--short", "HEAD"]) {
+    // MERIDIAN_GIT_COMMIT set at build time wins: a container build has no
+    // .git (packaging/Containerfile passes it as a build argument).
+    println!("cargo:rerun-if-env-changed=MERIDIAN_GIT_COMMIT");
+    let given = std::env::var("MERIDIAN_GIT_COMMIT")
+        .ok()
+        .filter(|c| !c.trim().is_empty());
+    let commit = match given.or_else(|| git(&["rev-parse", "--short", "HEAD"])) {
         Some(hash) if !hash.is_empty() => {
             let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
                 .is_some_and(|s| !s.is_empty());
