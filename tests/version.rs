@@ -48,8 +48,21 @@ fn head() -> Option<String> {
 
 #[test]
 fn version_names_the_commit() {
+    // `cargo test --test version` builds only this package: bring the probe
+    // up to date too (after a commit its build script must run again).
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let release = Path::new(common::BIN)
+        .parent()
+        .is_some_and(|d| d.ends_with("release"));
+    let built = Command::new(cargo)
+        .args(["build", "--quiet", "-p", "meridian-probe"])
+        .args(release.then_some("--release"))
+        .current_dir(common::root())
+        .status()
+        .unwrap();
+    assert!(built.success(), "cargo build -p meridian-probe");
     let probe = Path::new(common::BIN).with_file_name("meridian-probe");
-    assert!(probe.exists(), "cargo build -p meridian-probe");
+    assert!(probe.exists(), "{}", probe.display());
     for (bin, want_name) in [
         (Path::new(common::BIN), "meridian"),
         (probe.as_path(), "meridian-probe"),
