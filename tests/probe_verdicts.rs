@@ -227,6 +227,7 @@ fn per_query_picking_with_scope_zero_is_rotation_not_broken_scope() {
     assert_eq!(rep["verdict"], "mixed", "{rep}");
     let text = rep["verdict_text"].as_str().unwrap();
     assert!(text.contains("rotation"), "{text}");
+    assert!(!text.contains("other scopes ."), "an empty list: {text}");
 }
 
 #[test]

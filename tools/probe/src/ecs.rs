@@ -363,14 +363,21 @@ fn judge_answered(ok: &[&SubnetResult]) -> (Verdict, String) {
                 scopes_text(&scopes)
             ),
         ),
-        (k, _) => (
-            Verdict::Mixed,
-            format!(
-                "mixed: {k} distinct answer sets across {n} subnets, but scope /0 for {}: a resolver caches a /0 answer for every client and would serve it to other regions (or the answers rotate); other scopes {}",
-                zero.join(", "),
-                scopes_text(&scopes.iter().copied().filter(|s| *s != 0).collect())
-            ),
-        ),
+        (k, _) => {
+            let others: BTreeSet<u8> = scopes.iter().copied().filter(|s| *s != 0).collect();
+            let others = if others.is_empty() {
+                String::new()
+            } else {
+                format!("; other scopes {}", scopes_text(&others))
+            };
+            (
+                Verdict::Mixed,
+                format!(
+                    "mixed: {k} distinct answer sets across {n} subnets, but scope /0 for {}: a resolver caches a /0 answer for every client and would serve it to other regions (or the answers rotate){others}",
+                    zero.join(", "),
+                ),
+            )
+        }
     }
 }
 
