@@ -12,7 +12,7 @@
 mod common;
 
 use std::net::{SocketAddr, UdpSocket};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
@@ -264,4 +264,111 @@ fn unreachable_resolver_is_named_with_the_os_error() {
     );
     let refused = std::io::Error::from_raw_os_error(libc::ECONNREFUSED).to_string();
     assert!(err_line.contains(&refused), "want {refused:?}: {err_line}");
+}
+
+/// The real thing: Knot 3.2's geoip module (tools/compare's configuration,
+/// on the example database). Continents it has a view for get the
+/// database's prefix as scope; a client the database does not know falls
+/// to the zone's record with scope /0 — `broken-scope`, where the probe's
+/// four old subnets said `tailored`.
+#[test]
+fn real_knot_default_answer_is_broken_scope() {
+    const TEST: &str = "real_knot_default_answer_is_broken_scope";
+    let module = Path::new("/usr/lib/x86_64-linux-gnu/knot/modules-3.2/geoip.so");
+    let have_knotd = Command::new("knotd")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have_knotd || !module.exists() {
+        common::skip(
+            TEST,
+            "knotd 3.2 with its geoip module is not installed (apt-get install knot knot-module-geoip)",
+        );
+        return;
+    }
+    let root = common::root();
+    let conf_dir = root.join("tools/compare/conf/knot");
+    let run = common::TempDir::new("knot");
+    let port = common::free_port();
+    let conf = std::fs::read_to_string(conf_dir.join("knot.conf.in"))
+        .unwrap()
+        .replace("{{PORT}}", &port.to_string())
+        .replace("{{RUNDIR}}", run.0.to_str().unwrap())
+        .replace("{{MMDB}}", root.join("geo/example.mmdb").to_str().unwrap());
+    let conf_path = run.write("knot.conf", &conf);
+    for f in ["geo.conf", "lb.test.zone"] {
+        std::fs::copy(conf_dir.join(f), run.0.join(f)).unwrap();
+    }
+    let knot = Command::new("knotd")
+        .arg("-c")
+        .arg(&conf_path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _guard = Kill(knot);
+    let server = format!("127.0.0.1:{port}");
+    // Up when it answers.
+    let t0 = std::time::Instant::now();
+    loop {
+        let out = probe(&[
+            "ecs",
+            "www.lb.test",
+            "--server",
+            &server,
+            "--timeout",
+            "200",
+            "--tries",
+            "1",
+            "--subnet",
+            "8.8.8.0/24",
+        ]);
+        if out.status.success() {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "knotd did not answer: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let rep = probe_json(&["ecs", "geo.lb.test", "--server", &server]);
+    println!(
+        "knot: {:?} -> {}",
+        subnets_and_scopes(&rep),
+        rep["verdict_text"]
+    );
+    assert_eq!(rep["verdict"], "broken-scope", "{rep}");
+    let doc = rep["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["subnet"] == "192.0.2.0/24")
+        .unwrap();
+    assert_eq!(doc["scope"], 0, "{doc}");
+    assert_eq!(doc["answers"], serde_json::json!(["192.0.2.99"]), "{doc}");
+    // The four continents alone: what the probe saw before.
+    let four = probe_json(&[
+        "ecs",
+        "geo.lb.test",
+        "--server",
+        &server,
+        "--subnet",
+        "8.8.8.0/24",
+        "--subnet",
+        "85.214.0.0/24",
+        "--subnet",
+        "133.242.0.0/24",
+        "--subnet",
+        "200.160.0.0/24",
+    ]);
+    assert_eq!(four["verdict"], "tailored", "{four}");
 }
