@@ -10,10 +10,19 @@ use meridian_clidoc::Shell;
 
 use meridian::engine::Engine;
 
+/// `meridian --version`: the package version and the git commit it was built
+/// from (build.rs: short hash, `+dirty`, or `unknown` outside a checkout).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("MERIDIAN_GIT_COMMIT"),
+    ")"
+);
+
 #[derive(Parser)]
 #[command(
     name = "meridian",
-    version,
+    version = VERSION,
     about = "Authoritative geo-DNS server",
     long_about = "meridian answers DNS from zone files, balances load through address pools \
 (all, rotate, one, some), picks pools by where the client is (a MaxMind-format database \

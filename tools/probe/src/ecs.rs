@@ -10,21 +10,32 @@ use serde::Serialize;
 use crate::lookup::{self, Outcome, Target};
 use crate::query::QueryOptions;
 
-/// Default IPv4 client subnets: real /24s in four countries on four continents.
-pub const DEFAULT_V4: [(&str, &str); 4] = [
+/// Default IPv4 client subnets: real /24s in four countries on four continents that geo
+/// configurations name, one in a country they rarely name (ZA, Africa), and one that no
+/// geolocation database holds (TEST-NET-1, RFC 5737). The last two fall to a server's default
+/// answer, which is where a wrong `/0` scope shows (RFC 7871 §7.3.1).
+pub const DEFAULT_V4: [(&str, &str); 6] = [
     ("8.8.8.0/24", "US"),
     ("85.214.0.0/24", "DE"),
     ("133.242.0.0/24", "JP"),
     ("200.160.0.0/24", "BR"),
+    ("41.0.0.0/24", "ZA"),
+    ("192.0.2.0/24", NOT_IN_DATABASE),
 ];
 
-/// Default IPv6 client subnets (used with `--type AAAA`): real /48s in the same countries.
-pub const DEFAULT_V6: [(&str, &str); 4] = [
+/// Default IPv6 client subnets (used with `--type AAAA`): real /48s in the same countries, and
+/// the documentation prefix (RFC 3849).
+pub const DEFAULT_V6: [(&str, &str); 6] = [
     ("2001:4860::/48", "US"),
     ("2a00:1450:4001::/48", "DE"),
     ("2001:200::/48", "JP"),
     ("2804:14c::/48", "BR"),
+    ("2c0f:f000::/48", "ZA"),
+    ("2001:db8::/48", NOT_IN_DATABASE),
 ];
+
+/// The country shown for a default subnet that no geolocation database holds.
+pub const NOT_IN_DATABASE: &str = "none";
 
 /// A client subnet to send, and the country it stands for ("custom" for `--subnet`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,6 +76,11 @@ pub struct SubnetResult {
     pub country: String,
     #[serde(flatten)]
     pub outcome: Outcome,
+    /// The (sorted) answers of a second ask, made only when a scope-/0 answer differs from
+    /// another subnet's: a server that picks per query (rotation) changes them, a server that
+    /// maps the subnet does not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<Vec<String>>,
 }
 
 /// The stable machine verdict.
@@ -79,6 +95,10 @@ pub enum Verdict {
     NoEcs,
     /// Anything in between; the text says what.
     Mixed,
+    /// A scope-/0 answer that differs from another subnet's answer: the answer depends on the
+    /// client but claims to be good for every client (RFC 7871 §7.3.1), so a resolver caches it
+    /// once and serves it everywhere.
+    BrokenScope,
     /// No subnet got an answer at all.
     Failed,
 }
@@ -90,6 +110,7 @@ impl Verdict {
             Verdict::Uniform => "uniform",
             Verdict::NoEcs => "no-ecs",
             Verdict::Mixed => "mixed",
+            Verdict::BrokenScope => "broken-scope",
             Verdict::Failed => "failed",
         }
     }
@@ -103,7 +124,7 @@ pub fn run(
     subnets: &[Subnet],
     opts: &QueryOptions,
 ) -> Vec<SubnetResult> {
-    subnets
+    let mut results: Vec<SubnetResult> = subnets
         .iter()
         .map(|s| {
             let mut outcome = lookup::lookup(target, name, qtype, Some(s.net), opts);
@@ -112,8 +133,53 @@ pub fn run(
                 subnet: s.net.to_string(),
                 country: s.country.clone(),
                 outcome,
+                repeat: None,
             }
         })
+        .collect();
+    // A /0 answer that differs from another is either a wrong scope or per-query picking:
+    // asking every subnet once more tells them apart.
+    if !zero_scope_differing(&results).is_empty() {
+        for (r, s) in results.iter_mut().zip(subnets) {
+            if !r.outcome.ok() {
+                continue;
+            }
+            let mut again = lookup::lookup(target, name, qtype, Some(s.net), opts);
+            if again.ok() {
+                sort_answers(&mut again.answers);
+                r.repeat = Some(again.answers);
+            }
+        }
+    }
+    results
+}
+
+/// The answered subnets that got scope /0 with an answer that differs from another answered
+/// subnet's answer.
+pub fn zero_scope_differing(results: &[SubnetResult]) -> Vec<&SubnetResult> {
+    let ok: Vec<&SubnetResult> = results.iter().filter(|r| r.outcome.ok()).collect();
+    ok.iter()
+        .copied()
+        .filter(|r| r.outcome.ecs_echoed && r.outcome.scope == Some(0))
+        .filter(|r| {
+            let key = answer_key(&r.outcome);
+            ok.iter().any(|o| answer_key(&o.outcome) != key)
+        })
+        .collect()
+}
+
+/// The subnets whose second ask got other answers than the first.
+fn changed_on_repeat(results: &[SubnetResult]) -> Vec<&str> {
+    results
+        .iter()
+        .filter(|r| {
+            r.repeat.as_ref().is_some_and(|again| {
+                let mut first = r.outcome.answers.clone();
+                sort_answers(&mut first);
+                *again != first
+            })
+        })
+        .map(|r| r.subnet.as_str())
         .collect()
 }
 
@@ -175,6 +241,25 @@ pub fn verdict(results: &[SubnetResult]) -> (Verdict, String) {
             ok.len(),
             text.strip_prefix("mixed: ").unwrap_or(&text)
         );
+    }
+    let broken = zero_scope_differing(results);
+    if !broken.is_empty() {
+        let changed = changed_on_repeat(results);
+        if changed.is_empty() {
+            let names: Vec<&str> = broken.iter().map(|r| r.subnet.as_str()).collect();
+            verdict = Verdict::BrokenScope;
+            text = format!(
+                "broken scope: scope /0 for {} on an answer that differs from another subnet's (and stays the same when asked again): the answer depends on the client subnet but claims to be good for every client, so a resolver caches it once and serves it to all regions (RFC 7871 §7.3.1). {}",
+                names.join(", "),
+                text
+            );
+        } else {
+            text.push_str(&format!(
+                ". The answers changed when {} {} asked again: the server picks per query (rotation), so the /0 scope is not a geo mistake",
+                changed.join(", "),
+                if changed.len() == 1 { "was" } else { "were" }
+            ));
+        }
     }
     let bad_echo: Vec<&str> = ok
         .iter()
@@ -278,14 +363,21 @@ fn judge_answered(ok: &[&SubnetResult]) -> (Verdict, String) {
                 scopes_text(&scopes)
             ),
         ),
-        (k, _) => (
-            Verdict::Mixed,
-            format!(
-                "mixed: {k} distinct answer sets across {n} subnets, but scope /0 for {}: a resolver caches a /0 answer for every client and would serve it to other regions (or the answers rotate); other scopes {}",
-                zero.join(", "),
-                scopes_text(&scopes.iter().copied().filter(|s| *s != 0).collect())
-            ),
-        ),
+        (k, _) => {
+            let others: BTreeSet<u8> = scopes.iter().copied().filter(|s| *s != 0).collect();
+            let others = if others.is_empty() {
+                String::new()
+            } else {
+                format!("; other scopes {}", scopes_text(&others))
+            };
+            (
+                Verdict::Mixed,
+                format!(
+                    "mixed: {k} distinct answer sets across {n} subnets, but scope /0 for {}: a resolver caches a /0 answer for every client and would serve it to other regions (or the answers rotate){others}",
+                    zero.join(", "),
+                ),
+            )
+        }
     }
 }
 
@@ -312,6 +404,7 @@ mod tests {
                 error: None,
                 notes: Vec::new(),
             },
+            repeat: None,
         }
     }
 
@@ -326,7 +419,9 @@ mod tests {
     #[test]
     fn defaults_follow_the_query_type() {
         let v4 = subnets(&[], RecordType::A);
-        assert_eq!(v4.len(), 4);
+        assert_eq!(v4.len(), 6);
+        assert_eq!(v4[5].net.to_string(), "192.0.2.0/24");
+        assert_eq!(v4[5].country, NOT_IN_DATABASE);
         assert_eq!(v4[1].net.to_string(), "85.214.0.0/24");
         assert_eq!(v4[1].country, "DE");
         let v6 = subnets(&[], RecordType::AAAA);
@@ -391,14 +486,16 @@ mod tests {
         assert_eq!(v, Verdict::Mixed);
         assert!(t.contains("not /0"), "{t}");
 
-        // Different answers, one scoped /0 (Knot's default).
-        let r = vec![
-            res("a", &["192.0.2.1"], Some(24)),
+        // Different answers, one scoped /0, but the answers change when asked again: rotation.
+        let mut r = vec![
+            res("a", &["192.0.2.1"], Some(0)),
             res("b", &["192.0.2.2"], Some(0)),
         ];
+        r[0].repeat = Some(vec!["192.0.2.2".into()]);
+        r[1].repeat = Some(vec!["192.0.2.2".into()]);
         let (v, t) = verdict(&r);
         assert_eq!(v, Verdict::Mixed);
-        assert!(t.contains("scope /0 for b"), "{t}");
+        assert!(t.contains("changed when a was asked again"), "{t}");
 
         // Echo on some only.
         let r = vec![
@@ -418,6 +515,44 @@ mod tests {
         assert_eq!(v, Verdict::Mixed);
         assert!(t.contains("1 of 2 subnets failed"), "{t}");
         assert!(t.contains("scope /0"), "{t}");
+    }
+
+    #[test]
+    fn broken_scope_when_a_zero_scope_answer_differs() {
+        // Knot's geoip module: tailored answers scoped /24, the default answer scoped /0.
+        let mut r = vec![
+            res("a", &["192.0.2.1"], Some(24)),
+            res("b", &["192.0.2.2"], Some(24)),
+            res("c", &["192.0.2.9"], Some(0)),
+        ];
+        for x in &mut r {
+            x.repeat = Some(x.outcome.answers.clone());
+        }
+        let (v, t) = verdict(&r);
+        assert_eq!(v, Verdict::BrokenScope);
+        assert_eq!(v.as_str(), "broken-scope");
+        assert!(t.contains("scope /0 for c"), "{t}");
+        // Every subnet /0, different answers: all of them.
+        let r = vec![
+            res("a", &["192.0.2.1"], Some(0)),
+            res("b", &["192.0.2.2"], Some(0)),
+        ];
+        let (v, t) = verdict(&r);
+        assert_eq!(v, Verdict::BrokenScope);
+        assert!(t.contains("scope /0 for a, b"), "{t}");
+        // The default answer with its own non-zero scope (gdnsd, meridian): tailored.
+        let r = vec![
+            res("a", &["192.0.2.1"], Some(24)),
+            res("c", &["192.0.2.9"], Some(8)),
+        ];
+        assert_eq!(verdict(&r).0, Verdict::Tailored);
+        // A failure elsewhere does not hide it.
+        let r = vec![
+            res("a", &["192.0.2.1"], Some(24)),
+            res("c", &["192.0.2.9"], Some(0)),
+            fail("d", Status::Timeout, "timeout"),
+        ];
+        assert_eq!(verdict(&r).0, Verdict::BrokenScope);
     }
 
     #[test]

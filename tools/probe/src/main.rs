@@ -36,20 +36,32 @@ const ECS_LONG_ABOUT: &str = "\
 Ask NAME once per client subnet with an EDNS Client Subnet option (RFC 7871) and compare.
 
 Default subnets: real, publicly routed networks in four countries on four continents, so that a
-geo server has four different places to map them to.
-  A:    8.8.8.0/24 (US), 85.214.0.0/24 (DE), 133.242.0.0/24 (JP), 200.160.0.0/24 (BR)
-  AAAA: 2001:4860::/48 (US), 2a00:1450:4001::/48 (DE), 2001:200::/48 (JP), 2804:14c::/48 (BR)
+geo server has four different places to map them to, then two that fall to its default answer: a
+network in a country geo rules rarely name, and a documentation block that no geolocation database
+holds (country \"none\").
+  A:    8.8.8.0/24 (US), 85.214.0.0/24 (DE), 133.242.0.0/24 (JP), 200.160.0.0/24 (BR),
+        41.0.0.0/24 (ZA), 192.0.2.0/24 (none)
+  AAAA: 2001:4860::/48 (US), 2a00:1450:4001::/48 (DE), 2001:200::/48 (JP), 2804:14c::/48 (BR),
+        2c0f:f000::/48 (ZA), 2001:db8::/48 (none)
 /24 is what resolvers send for IPv4 by default; /48 is a typical IPv6 site allocation (resolvers
-default to /56, which lies inside it). Only these subnets are sent, never this machine's address. --subnet replaces the defaults (their country shows as \"custom\").
+default to /56, which lies inside it). Only these subnets are sent, never this machine's address.
+--subnet replaces the defaults (their country shows as \"custom\").
 
 For each subnet the report shows the rcode, the answers (sorted), the TTL and the scope the server
 returned (or \"no ECS in response\"), then a verdict:
-  tailored  different answers for different subnets, with non-zero scopes
-  uniform   the same answers for every subnet with scope /0
-  no-ecs    no ECS echoed (the server ignores or strips it), same answers
-  mixed     anything in between, explained (same answers but non-zero scope, different answers
-            without ECS as with rotation, scope /0 on a tailored answer, some subnets failed)
-  failed    no subnet got an answer (exit status 1)";
+  tailored      different answers for different subnets, with non-zero scopes
+  uniform       the same answers for every subnet with scope /0
+  no-ecs        no ECS echoed (the server ignores or strips it), same answers
+  broken-scope  scope /0 on an answer that differs from another subnet's answer: the answer
+                depends on the client but claims to be good for every client (RFC 7871 §7.3.1),
+                so a resolver caches it once and serves it to every region. Typical of a
+                default answer scoped /0. When a /0 answer differs, every subnet is asked
+                once more: answers that change then are rotation, not a wrong scope (mixed)
+  mixed         anything in between, explained (same answers but non-zero scope, different
+                answers without ECS as with rotation, some subnets failed)
+  failed        no subnet got an answer (exit status 1); when the zone's servers are found
+                through a resolver and it fails, the error names the resolver and what the
+                operating system said when asked directly";
 
 const ROTATION_LONG_ABOUT: &str = "\
 Ask NAME --count times in a row (no ECS) and report the distinct addresses, the answer-set sizes and
@@ -59,8 +71,17 @@ how often the first address changed. Verdict:
   static          the same answer every time
   failed          no query got an answer (exit status 1)";
 
+/// `meridian-probe --version`: the package version and the git commit it was built from
+/// (build.rs: short hash, `+dirty`, or `unknown` outside a checkout).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("MERIDIAN_GIT_COMMIT"),
+    ")"
+);
+
 #[derive(Parser, Debug)]
-#[command(name = "meridian-probe", version, about = ABOUT, long_about = LONG_ABOUT)]
+#[command(name = "meridian-probe", version = VERSION, about = ABOUT, long_about = LONG_ABOUT)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -68,7 +89,7 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Compare the answers for four client subnets (US, DE, JP, BR) sent as ECS.
+    /// Compare the answers for six client subnets (US, DE, JP, BR, ZA, none) sent as ECS.
     #[command(long_about = ECS_LONG_ABOUT)]
     Ecs(EcsArgs),
     /// Send the same query N times and see who picks the address.
@@ -88,7 +109,7 @@ struct EcsArgs {
     /// The name to probe.
     #[arg(value_parser = parse_name)]
     name: Name,
-    /// Client subnet to send (repeatable); replaces the default four.
+    /// Client subnet to send (repeatable); replaces the default six.
     #[arg(long = "subnet", value_name = "CIDR", value_parser = parse_subnet)]
     subnets: Vec<IpNet>,
     #[command(flatten)]

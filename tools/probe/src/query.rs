@@ -203,9 +203,8 @@ fn is_local_error(e: &io::Error) -> bool {
 
 fn describe_io(e: &io::Error) -> String {
     match e.kind() {
-        io::ErrorKind::ConnectionRefused => {
-            "connection refused (nothing listening on that port?)".into()
-        }
+        // The OS's own words and number, e.g. "Connection refused (os error 111)".
+        io::ErrorKind::ConnectionRefused => format!("{e} (nothing listening on that port?)"),
         _ => e.to_string(),
     }
 }

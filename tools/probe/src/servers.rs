@@ -15,6 +15,8 @@ use hickory_resolver::config::{ConnectionConfig, NameServerConfig, ResolveHosts,
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::TokioResolver;
 
+use crate::query;
+
 /// `HOST[:PORT]` as typed: an IPv4 address, an IPv6 address (bare, or in brackets when a port
 /// follows), or a host name. The port defaults to 53.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -146,6 +148,9 @@ pub struct Zone {
 pub struct Discovery {
     runtime: tokio::runtime::Runtime,
     resolver: TokioResolver,
+    /// The recursive resolvers' addresses (from `--resolver` or the system configuration).
+    resolvers: Vec<SocketAddr>,
+    timeout: Duration,
     ns_port: u16,
     by_name: HashMap<Name, Result<Name, String>>,
     zones: HashMap<Name, Zone>,
@@ -164,9 +169,23 @@ impl Discovery {
             .build()
             .map_err(|e| format!("cannot start async runtime: {e}"))?;
         let provider = TokioRuntimeProvider::default();
-        let mut builder = match resolver {
-            None => TokioResolver::builder(provider)
-                .map_err(|e| format!("cannot read the system resolver configuration: {e}"))?,
+        let (mut builder, resolvers) = match resolver {
+            None => {
+                let (config, options) = hickory_resolver::system_conf::read_system_conf()
+                    .map_err(|e| format!("cannot read the system resolver configuration: {e}"))?;
+                // The addresses asked, so that a failure can name them (UDP port, else 53).
+                let resolvers = config
+                    .name_servers()
+                    .iter()
+                    .map(|ns| {
+                        let port = ns.connections.first().map_or(53, |c| c.port);
+                        SocketAddr::new(ns.ip, port)
+                    })
+                    .collect();
+                let mut b = TokioResolver::builder_with_config(config, provider);
+                *b.options_mut() = options;
+                (b, resolvers)
+            }
             Some(addrs) => {
                 let servers = addrs
                     .iter()
@@ -183,7 +202,7 @@ impl Discovery {
                     provider,
                 );
                 b.options_mut().use_hosts_file = ResolveHosts::Never;
-                b
+                (b, addrs.to_vec())
             }
         };
         builder.options_mut().timeout = timeout;
@@ -197,6 +216,8 @@ impl Discovery {
         Ok(Discovery {
             runtime,
             resolver,
+            resolvers,
+            timeout,
             ns_port,
             by_name: HashMap::new(),
             zones: HashMap::new(),
@@ -261,8 +282,47 @@ impl Discovery {
             }
             Err(e) if e.is_no_records_found() => Ok(Vec::new()),
             Err(e) => Err(format!(
-                "resolver failed while looking up NS {candidate}: {e}"
+                "{} failed while looking up NS {candidate}: {e}{}",
+                self.resolvers_text(),
+                self.diagnose(candidate)
             )),
+        }
+    }
+
+    /// "resolver 192.0.2.53:53" or "resolvers a, b" (or a note that there is none).
+    fn resolvers_text(&self) -> String {
+        match self.resolvers.as_slice() {
+            [] => "no resolver (the system configuration lists none)".into(),
+            [one] => format!("resolver {one}"),
+            many => format!(
+                "resolvers {}",
+                many.iter()
+                    .map(|a| a.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
+
+    /// After the resolver library failed (it says only "request timed out" when, say, nothing
+    /// listens or there is no route), asks each resolver once directly, so the error can carry
+    /// what the operating system said (connection refused, network unreachable, ...).
+    fn diagnose(&self, candidate: &Name) -> String {
+        let request = query::build_query(candidate, RecordType::NS, true, None);
+        let opts = query::QueryOptions {
+            timeout: self.timeout,
+            tries: 1,
+        };
+        let found: Vec<String> = self
+            .resolvers
+            .iter()
+            .filter_map(|&addr| query::exchange(addr, &request, &opts).err())
+            .map(|e| e.to_string())
+            .collect();
+        if found.is_empty() {
+            String::new()
+        } else {
+            format!(" (asked directly: {})", found.join("; "))
         }
     }
 
@@ -295,7 +355,10 @@ impl Discovery {
                         }
                     }
                     Err(e) if e.is_no_records_found() => {}
-                    Err(e) => problems.push(format!("{ns} {qtype}: {e}")),
+                    Err(e) => problems.push(format!(
+                        "{ns} {qtype}: {e} (from {})",
+                        self.resolvers_text()
+                    )),
                 }
             }
         }

@@ -49,7 +49,7 @@ fn server_that_ignores_ecs_gives_no_ecs() {
     assert_eq!(v["recursion_desired"], true);
     assert_eq!(v["servers"][0], server_arg(&srv));
     let results = v["results"].as_array().unwrap();
-    assert_eq!(results.len(), 4);
+    assert_eq!(results.len(), 6);
     let subnets: Vec<&str> = results
         .iter()
         .map(|r| r["subnet"].as_str().unwrap())
@@ -60,14 +60,16 @@ fn server_that_ignores_ecs_gives_no_ecs() {
             "8.8.8.0/24",
             "85.214.0.0/24",
             "133.242.0.0/24",
-            "200.160.0.0/24"
+            "200.160.0.0/24",
+            "41.0.0.0/24",
+            "192.0.2.0/24"
         ]
     );
     let countries: Vec<&str> = results
         .iter()
         .map(|r| r["country"].as_str().unwrap())
         .collect();
-    assert_eq!(countries, ["US", "DE", "JP", "BR"]);
+    assert_eq!(countries, ["US", "DE", "JP", "BR", "ZA", "none"]);
     for r in results {
         assert_eq!(r["rcode"], "NOERROR");
         assert_eq!(r["answers"], serde_json::json!(["192.0.2.1"]));
@@ -77,7 +79,7 @@ fn server_that_ignores_ecs_gives_no_ecs() {
     }
     // Every query carried ECS with RD=1, from the subnets above.
     let queries = srv.queries.lock().unwrap();
-    assert_eq!(queries.len(), 4);
+    assert_eq!(queries.len(), 6);
     for (q, want) in queries.iter().zip(subnets) {
         let cs = query_ecs(&q.1).expect("query carries ECS");
         assert_eq!(format!("{}/{}", cs.addr(), cs.source_prefix()), want);
@@ -133,7 +135,9 @@ fn aaaa_uses_ipv6_default_subnets() {
             "2001:4860::/48",
             "2a00:1450:4001::/48",
             "2001:200::/48",
-            "2804:14c::/48"
+            "2804:14c::/48",
+            "2c0f:f000::/48",
+            "2001:db8::/48"
         ]
     );
     assert_eq!(v["results"][0]["answers"][0], "2001:db8::1");
@@ -230,7 +234,7 @@ fn truncated_udp_falls_back_to_tcp() {
         assert_eq!(r["tcp"], true);
         assert_eq!(r["answers"].as_array().unwrap().len(), 4);
     }
-    assert_eq!(srv.query_count(Proto::Tcp), 4);
+    assert_eq!(srv.query_count(Proto::Tcp), 6);
     // The TCP query still carries ECS.
     let queries = srv.queries.lock().unwrap();
     let tcp_q = queries.iter().find(|(p, _)| *p == Proto::Tcp).unwrap();
@@ -552,8 +556,13 @@ fn usage_errors_exit_2() {
         "85.214.0.0/24",
         "133.242.0.0/24",
         "200.160.0.0/24",
+        "41.0.0.0/24",
+        "192.0.2.0/24",
         "2001:4860::/48",
         "2804:14c::/48",
+        "2c0f:f000::/48",
+        "2001:db8::/48",
+        "broken-scope",
     ] {
         assert!(help.contains(s), "help lacks {s}:\n{help}");
     }

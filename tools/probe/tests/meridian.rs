@@ -203,7 +203,7 @@ fn meridian_static_name_is_uniform_scope_zero() {
     assert_eq!(v["verdict"], "uniform", "{}", v["verdict_text"]);
     assert_eq!(v["name"], "www.example.test.");
     assert_eq!(v["qtype"], "A");
-    assert_eq!(results(&v).len(), 4);
+    assert_eq!(results(&v).len(), 6);
     for r in results(&v) {
         assert_eq!(r["rcode"], "NOERROR", "{r}");
         assert_eq!(r["answers"], serde_json::json!(["192.0.2.1"]), "{r}");
