@@ -216,8 +216,18 @@ fn init_logging(filter: &str) {
         .unwrap_or_else(|_| EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(f)
+        .with_ansi(colour())
         .with_writer(std::io::stderr)
         .try_init();
+}
+
+/// Colour the log only on a terminal, and never with NO_COLOR set
+/// (<https://no-color.org>: any non-empty value): a log file or the journal
+/// gets plain text.
+fn colour() -> bool {
+    use std::io::IsTerminal;
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    !no_color && std::io::stderr().is_terminal()
 }
 
 fn bind_error(what: &str, a: &SocketAddr, e: std::io::Error) -> String {

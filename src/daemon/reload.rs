@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use super::memory::{for_serving, release};
+use crate::config::ServerSettings;
 use crate::health::{Checker, Overrides};
 use crate::transport::ServerState;
 
@@ -60,8 +61,11 @@ pub(super) fn reload(d: &Daemon, why: &str) {
     match built {
         Ok(new) => {
             let new = for_serving(new);
-            if new.settings.listen != old.settings.listen {
-                tracing::warn!("reload: listen addresses changed; restart to apply");
+            for (key, was, now) in restart_keys(&old.settings, &new.settings) {
+                let msg = format!(
+                    "reload ({why}): [server] {key} changed ({was} -> {now}) but applies only at start: restart to apply it"
+                );
+                tracing::warn!("{msg}");
             }
             let names = new.bindings.len();
             let (zones, read, tables) = (new.zones.len(), new.zones_loaded, new.geo_tables_built);
@@ -73,11 +77,10 @@ pub(super) fn reload(d: &Daemon, why: &str) {
             d.restart_checks();
             release(old);
             shared.metrics.reloads_ok.fetch_add(1, Ordering::Relaxed);
-            tracing::info!(
-                "reloaded ({why}): {names} name(s) on pools; {read} of {zones} zone(s) read, {tables} geo table(s) built"
-            );
+            // One line per reload, whatever the log filter: operators and
+            // tests wait for it.
             eprintln!(
-                "meridian: reloaded ({why}) in {} ms: {read} of {zones} zone(s) read, {tables} geo table(s) built",
+                "meridian: reloaded ({why}) in {} ms: {names} name(s) on pools; {read} of {zones} zone(s) read, {tables} geo table(s) built",
                 shared.engine.load().load_ms
             );
         }
@@ -86,10 +89,36 @@ pub(super) fn reload(d: &Daemon, why: &str) {
                 .metrics
                 .reloads_failed
                 .fetch_add(1, Ordering::Relaxed);
-            tracing::error!("reload failed ({why}), keeping the running config: {e}");
-            eprintln!("meridian: reload failed, keeping the running config: {e}");
+            eprintln!("meridian: reload failed ({why}), keeping the running config: {e}");
         }
     }
+}
+
+/// The `[server]` keys that changed from `old` to `new` but are only read
+/// at start (sockets, threads, user, the log filter): (key, old, new).
+fn restart_keys(old: &ServerSettings, new: &ServerSettings) -> Vec<(&'static str, String, String)> {
+    let mut v = Vec::new();
+    let mut cmp = |key, a: String, b: String| {
+        if a != b {
+            v.push((key, a, b));
+        }
+    };
+    let addrs = |l: &[std::net::SocketAddr]| {
+        let s: Vec<String> = l.iter().map(|a| a.to_string()).collect();
+        format!("[{}]", s.join(", "))
+    };
+    let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "none".into());
+    cmp("listen", addrs(&old.listen), addrs(&new.listen));
+    cmp("workers", old.workers.to_string(), new.workers.to_string());
+    cmp("http_listen", opt(&old.http_listen), opt(&new.http_listen));
+    cmp("user", opt(&old.user), opt(&new.user));
+    cmp(
+        "allow_root",
+        old.allow_root.to_string(),
+        new.allow_root.to_string(),
+    );
+    cmp("log", format!("{:?}", old.log), format!("{:?}", new.log));
+    v
 }
 
 /// Count what a build read and compiled (the rest it kept).
