@@ -21,7 +21,7 @@ use crate::transport::{bind_tcp, bind_udp, tcp_listener, udp_worker, ServerState
 use memory::{for_serving, tune_malloc};
 use privileges::check_readable;
 pub use privileges::{drop_privileges, lookup_user, privileges, SwitchUser, ROOT_REFUSED};
-use reload::{geo_mtime, reload, Daemon};
+use reload::{geo_mtime, Daemon, Reloader, GEO_CHANGED};
 
 /// `meridian serve`: run until SIGTERM or SIGINT. `listen`, `workers`,
 /// `http_listen` and `allow_root` come from the command line and win over
@@ -129,11 +129,11 @@ pub fn serve(
         shared.tcp_listeners.fetch_add(1, Ordering::Relaxed);
         rt.spawn(tcp_listener(shared.clone(), l));
     }
-    let daemon = Daemon {
+    let daemon = Arc::new(Daemon {
         server: shared.clone(),
         overrides: Arc::new(Overrides::new()),
         checker: Mutex::new(Checker::new(rt.handle().clone())),
-    };
+    });
     daemon.restart_checks();
     if let Some(l) = http_listener {
         let admin = crate::admin::Admin {
@@ -167,20 +167,30 @@ pub fn serve(
     );
     drop(e);
 
+    // Reloads run on a thread of their own, so SIGTERM never waits for a
+    // build (a large zone takes seconds).
+    let reloader = Reloader::start(daemon.clone())?;
     rt.block_on(async {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         let mut geo_stamp = geo_mtime(&shared);
         loop {
             tokio::select! {
-                _ = hup.recv() => reload(&daemon, "SIGHUP"),
+                _ = hup.recv() => reloader.request("SIGHUP"),
                 _ = term.recv() => break,
                 _ = int.recv() => break,
                 _ = tick.tick() => {
+                    if let Some(after) = reloader.geo_done() {
+                        // The database as that reload read it (its path may
+                        // have changed with the config).
+                        geo_stamp = after.or(geo_stamp);
+                    }
+                    if reloader.busy() {
+                        continue;
+                    }
                     let now = geo_mtime(&shared);
                     if now != geo_stamp {
                         geo_stamp = now;
-                        reload(&daemon, "geo database changed");
-                        geo_stamp = geo_mtime(&shared).or(geo_stamp);
+                        reloader.request(GEO_CHANGED);
                     }
                 }
             }

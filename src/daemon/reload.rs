@@ -2,7 +2,7 @@
 //! thread, carry the operator overrides into it, swap it in whole and
 //! restart the health checkers; on any error keep serving the old one.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -26,6 +26,73 @@ impl Daemon {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .launch(e.health.clone(), e.checks.clone());
+    }
+}
+
+/// The reason a reload gives when the geo database changed.
+pub(super) const GEO_CHANGED: &str = "geo database changed";
+
+/// The reload thread: reloads requested by signals and the geo watcher run
+/// here, one at a time, off the signal loop. Requests that arrive during a
+/// reload are folded into one more reload after it.
+pub(super) struct Reloader {
+    tx: std::sync::mpsc::Sender<&'static str>,
+    /// Requests sent and not yet covered by a finished reload.
+    pending: Arc<AtomicUsize>,
+    /// Set when a reload the geo watcher asked for is done: the database's
+    /// modification time right after it, for the watcher to compare with.
+    geo_done: Arc<Mutex<Option<Option<SystemTime>>>>,
+}
+
+impl Reloader {
+    pub(super) fn start(d: Arc<Daemon>) -> Result<Reloader, String> {
+        let (tx, rx) = std::sync::mpsc::channel::<&'static str>();
+        let pending = Arc::new(AtomicUsize::new(0));
+        let p = pending.clone();
+        let geo_done = Arc::new(Mutex::new(None));
+        let g = geo_done.clone();
+        std::thread::Builder::new()
+            .name("meridian-reloader".into())
+            .spawn(move || {
+                while let Ok(why) = rx.recv() {
+                    // Requests queued meanwhile: one reload covers them all.
+                    let (mut why, mut n) = (why, 1);
+                    while let Ok(w) = rx.try_recv() {
+                        why = w;
+                        n += 1;
+                    }
+                    reload(&d, why);
+                    if why == GEO_CHANGED {
+                        *g.lock().unwrap_or_else(|e| e.into_inner()) = Some(geo_mtime(&d.server));
+                    }
+                    p.fetch_sub(n, Ordering::AcqRel);
+                }
+            })
+            .map_err(|e| format!("meridian: cannot start the reload thread: {e}"))?;
+        Ok(Reloader {
+            tx,
+            pending,
+            geo_done,
+        })
+    }
+
+    /// Ask for a reload; returns at once.
+    pub(super) fn request(&self, why: &'static str) {
+        self.pending.fetch_add(1, Ordering::AcqRel);
+        let _ = self.tx.send(why);
+    }
+
+    /// After a reload for a geo change: the database's stamp then (once).
+    pub(super) fn geo_done(&self) -> Option<Option<SystemTime>> {
+        self.geo_done
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
+    /// Is a reload asked for or running?
+    pub(super) fn busy(&self) -> bool {
+        self.pending.load(Ordering::Acquire) > 0
     }
 }
 
@@ -58,6 +125,10 @@ pub(super) fn reload(d: &Daemon, why: &str) {
             Err(_) => build(),
         }
     });
+    if shared.shutdown.load(Ordering::Relaxed) {
+        // Stopping: nothing left to swap in for.
+        return;
+    }
     match built {
         Ok(new) => {
             let new = for_serving(new);
