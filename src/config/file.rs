@@ -174,7 +174,7 @@ pub struct ZoneCfg {
     /// `origin`: the zone's apex name (the trailing dot is optional).
     pub origin: String,
     /// `file`: the zone's master file, relative to the config file's folder.
-    pub file: String,
+    pub file: Spanned<String>,
 }
 
 /// `[pool.NAME]`: a set of addresses answered together.
