@@ -30,8 +30,8 @@ fn test_binary(name: &str) -> PathBuf {
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text
         .lines()
-        .filter(|l| l.contains("\"executable\":\"") && l.contains(&format!("\"name\":\"{name}\"")))
-        .last()
+        .rev()
+        .find(|l| l.contains("\"executable\":\"") && l.contains(&format!("\"name\":\"{name}\"")))
         .unwrap_or_else(|| panic!("no executable for {name} in {text}"));
     let at = line.find("\"executable\":\"").unwrap() + 14;
     PathBuf::from(&line[at..at + line[at..].find('"').unwrap()])
