@@ -45,6 +45,11 @@ enum Cmd {
         /// `allow_root = true` in [server]; `user` is then not applied.
         #[arg(long)]
         allow_root: bool,
+        /// Take over from a meridian already serving these addresses: start
+        /// alongside it, then, once ready, send it SIGTERM. Without this flag
+        /// an address another `meridian serve` holds is refused.
+        #[arg(long)]
+        replace: bool,
     },
     /// Load and validate the config, zones and geo database, then exit.
     Check {
@@ -107,6 +112,7 @@ fn main() -> ExitCode {
             workers,
             http_listen,
             allow_root,
+            replace,
         } => {
             let mut addrs: Vec<SocketAddr> = Vec::new();
             for l in &listen {
@@ -118,7 +124,8 @@ fn main() -> ExitCode {
                     }
                 }
             }
-            match meridian::daemon::serve(&config, addrs, workers, http_listen, allow_root) {
+            match meridian::daemon::serve(&config, addrs, workers, http_listen, allow_root, replace)
+            {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("{e}");

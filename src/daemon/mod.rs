@@ -13,6 +13,7 @@ use std::time::Duration;
 mod memory;
 mod privileges;
 mod reload;
+mod takeover;
 
 use std::sync::Mutex;
 
@@ -25,13 +26,15 @@ use reload::{geo_mtime, Daemon, Reloader, GEO_CHANGED};
 
 /// `meridian serve`: run until SIGTERM or SIGINT. `listen`, `workers`,
 /// `http_listen` and `allow_root` come from the command line and win over
-/// the config.
+/// the config. An address another `meridian serve` holds is refused,
+/// unless `replace`: then that instance is stopped once this one is ready.
 pub fn serve(
     config: &Path,
     listen: Vec<SocketAddr>,
     workers: Option<usize>,
     http_listen: Option<String>,
     allow_root: bool,
+    replace: bool,
 ) -> Result<(), String> {
     tune_malloc();
     let engine = for_serving(crate::answer::load(config, None).map_err(|e| e.to_string())?);
@@ -68,6 +71,20 @@ pub fn serve(
         Some(h) => Some(h.to_string()),
         None => engine.settings.http_listen.clone(),
     };
+    // One instance per address: take the locks before binding.
+    let locks = Arc::new(Mutex::new(Vec::new()));
+    let mut replaced = Vec::new();
+    for a in &listen {
+        match takeover::lock(a) {
+            Ok(None) => {}
+            Ok(Some(takeover::Taken::Held(l))) => {
+                locks.lock().unwrap_or_else(|e| e.into_inner()).push(l)
+            }
+            Ok(Some(takeover::Taken::By(pid))) if replace => replaced.push((*a, pid)),
+            Ok(Some(takeover::Taken::By(pid))) => return Err(takeover::refusal(a, pid)),
+            Err(e) => return Err(format!("meridian: cannot lock {a}: {e}")),
+        }
+    }
     let shared = ServerState::new(engine);
     reload::count_build(&shared.metrics, &shared.engine.load());
 
@@ -166,6 +183,9 @@ pub fn serve(
         nworkers
     );
     drop(e);
+    if replace && !replaced.is_empty() {
+        takeover::replace(replaced, locks.clone());
+    }
 
     // Reloads run on a thread of their own, so SIGTERM never waits for a
     // build (a large zone takes seconds).
