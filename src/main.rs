@@ -100,7 +100,12 @@ fn main() -> ExitCode {
             print_out(&script)
         }
         Cmd::Check { config } => match Engine::load(&config) {
-            Ok(e) => print_out(format!("{}\n", meridian::cli::check::summary(&e)).as_bytes()),
+            Ok(e) => {
+                for w in &e.warnings {
+                    eprintln!("{w}");
+                }
+                print_out(format!("{}\n", meridian::cli::check::summary(&e)).as_bytes())
+            }
             Err(err) => {
                 eprintln!("{err}");
                 ExitCode::from(1)

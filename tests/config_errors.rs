@@ -369,3 +369,22 @@ fn country_codes_outside_iso_3166_are_refused() {
         assert_eq!(code, 0, "{good}: {err}");
     }
 }
+
+#[test]
+fn subdivisions_the_database_never_has_are_warned_about() {
+    // geo/example.mmdb has US-CA but no US-ZZ: `check` passes (a database
+    // update may add it) and warns, naming the line and the key.
+    let dir = TempDir::new("subdivisions");
+    let cfg = geo_rule_config(&dir, "subdivision = { US-ZZ = [\"a\"], US-CA = [\"a\"] }");
+    let (code, out, err) = run(&["check", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("is valid"), "{out}");
+    let warn: Vec<&str> = err.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warn.len(), 1, "{err}");
+    assert!(
+        warn[0].starts_with(&format!("{}:11: warning: ", cfg.display())),
+        "{err}"
+    );
+    assert!(warn[0].contains("\"US-ZZ\""), "{err}");
+    assert!(!err.contains("US-CA"), "{err}");
+}

@@ -47,6 +47,9 @@ pub fn serve(
         engine.zones.len(),
         engine.bindings.len()
     );
+    for w in &engine.warnings {
+        tracing::warn!("{w}");
+    }
     // Decide about root before binding anything.
     let switch_to = privileges(&engine, allow_root)?;
     let listen: Vec<SocketAddr> = if listen.is_empty() {

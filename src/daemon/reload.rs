@@ -132,6 +132,9 @@ pub(super) fn reload(d: &Daemon, why: &str) {
     match built {
         Ok(new) => {
             let new = for_serving(new);
+            for w in &new.warnings {
+                tracing::warn!("reload ({why}): {w}");
+            }
             for (key, was, now) in restart_keys(&old.settings, &new.settings) {
                 let msg = format!(
                     "reload ({why}): [server] {key} changed ({was} -> {now}) but applies only at start: restart to apply it"
