@@ -54,6 +54,11 @@ enum Cmd {
         /// `allow_root = true` in [server]; `user` is then not applied.
         #[arg(long)]
         allow_root: bool,
+        /// Take over from a meridian already serving these addresses: start
+        /// alongside it, then, once ready, send it SIGTERM. Without this flag
+        /// an address another `meridian serve` holds is refused.
+        #[arg(long)]
+        replace: bool,
     },
     /// Load and validate the config, zones and geo database, then exit.
     Check {
@@ -131,24 +136,30 @@ enum CtlCmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Man => match meridian_clidoc::man_page(Cli::command(), "8", &mut std::io::stdout()) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("meridian: {e}");
-                ExitCode::from(1)
+        Cmd::Man => {
+            let mut page = Vec::new();
+            match meridian_clidoc::man_page(Cli::command(), "8", &mut page) {
+                Ok(()) => print_out(&page),
+                Err(e) => {
+                    eprintln!("meridian: {e}");
+                    ExitCode::from(1)
+                }
             }
-        },
+        }
         Cmd::Completions { shell } => {
-            meridian_clidoc::completions(Cli::command(), shell, &mut std::io::stdout());
-            ExitCode::SUCCESS
+            let mut script = Vec::new();
+            meridian_clidoc::completions(Cli::command(), shell, &mut script);
+            print_out(&script)
         }
         Cmd::Check { config } => match Engine::load(&config) {
             Ok(e) => {
                 for w in &e.api.warnings {
                     eprintln!("warning: {w}");
                 }
-                println!("{}", meridian::cli::check::summary(&e));
-                ExitCode::SUCCESS
+                for w in &e.warnings {
+                    eprintln!("{w}");
+                }
+                print_out(format!("{}\n", meridian::cli::check::summary(&e)).as_bytes())
             }
             Err(err) => {
                 eprintln!("{err}");
@@ -161,6 +172,7 @@ fn main() -> ExitCode {
             workers,
             http_listen,
             allow_root,
+            replace,
         } => {
             let mut addrs: Vec<SocketAddr> = Vec::new();
             for l in &listen {
@@ -172,7 +184,8 @@ fn main() -> ExitCode {
                     }
                 }
             }
-            match meridian::daemon::serve(&config, addrs, workers, http_listen, allow_root) {
+            match meridian::daemon::serve(&config, addrs, workers, http_listen, allow_root, replace)
+            {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("{e}");
@@ -225,14 +238,28 @@ fn main() -> ExitCode {
             qtype,
             client,
         } => match meridian::cli::lookup::lookup(&config, &name, &qtype, &client) {
-            Ok(text) => {
-                print!("{text}");
-                ExitCode::SUCCESS
-            }
+            Ok(text) => print_out(text.as_bytes()),
             Err(e) => {
                 eprintln!("{e}");
                 ExitCode::from(1)
             }
         },
+    }
+}
+
+/// Write a command's output to stdout. A reader that went away (`meridian
+/// check ... | head -1`) is not an error: exit 0 quietly, as `cat` would
+/// have been stopped by SIGPIPE (Rust ignores SIGPIPE, so `println!` would
+/// panic instead).
+fn print_out(bytes: &[u8]) -> ExitCode {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("meridian: cannot write to standard output: {e}");
+            ExitCode::from(1)
+        }
     }
 }

@@ -290,7 +290,9 @@ fn restart_on_the_same_port_loses_no_query() {
         (n, retried, failed, tcp_failed)
     });
     std::thread::sleep(Duration::from_millis(300));
-    let new = Server::try_start(&example_config(), &[addr], &[])
+    // --replace: without it the takeover guard refuses a second instance.
+    // It sends the old one SIGTERM once ready; the test's own is then moot.
+    let new = Server::try_start(&example_config(), &[addr], &["--replace"])
         .expect("second instance binds the same port");
     std::thread::sleep(Duration::from_millis(300));
     old.signal("TERM");

@@ -67,7 +67,7 @@ pub fn run_one(data: &[u8]) {
     let zones_ok = cfg
         .zone
         .iter()
-        .all(|z| FILES.contains(&z.get_ref().file.as_str()));
+        .all(|z| FILES.contains(&z.get_ref().file.get_ref().as_str()));
     let geo_ok = cfg
         .geo
         .as_ref()

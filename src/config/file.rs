@@ -44,23 +44,23 @@ pub struct ServerCfg {
     pub listen: Vec<Spanned<String>>,
     /// `[server] workers`: UDP worker threads per listen address; 0 means one
     /// per core.
-    #[serde(default)]
-    pub workers: usize,
+    #[serde(default = "default_workers")]
+    pub workers: Spanned<usize>,
     /// `[server] edns_udp_payload`: largest UDP response we send and the size
     /// we advertise in OPT, in octets (RFC 6891 §6.2.5); 512..=4096, default 1232.
     #[serde(default = "default_payload")]
     pub edns_udp_payload: Spanned<u16>,
     /// `[server] log`: tracing filter, e.g. "info" (default) or "meridian=debug".
     #[serde(default = "default_log")]
-    pub log: String,
+    pub log: Spanned<String>,
     /// `[server] tcp_idle_timeout_ms`: close a TCP connection on which no
     /// query has started for this long, in ms (default 10 000).
     #[serde(default = "default_tcp_idle")]
-    pub tcp_idle_timeout_ms: u64,
+    pub tcp_idle_timeout_ms: Spanned<u64>,
     /// `[server] tcp_max_connections`: most TCP connections open at once;
     /// more are accepted and closed at once (default 512).
     #[serde(default = "default_tcp_max")]
-    pub tcp_max_connections: usize,
+    pub tcp_max_connections: Spanned<usize>,
     /// `[server] http_listen`: address of the HTTP API (/metrics, /status and
     /// overrides); off when absent.
     #[serde(default)]
@@ -69,11 +69,11 @@ pub struct ServerCfg {
     /// TCP query once its first octet arrived, and to send one response, in ms
     /// (never more than the idle timeout; default 2000).
     #[serde(default = "default_tcp_read")]
-    pub tcp_read_timeout_ms: u64,
+    pub tcp_read_timeout_ms: Spanned<u64>,
     /// `[server] tcp_max_queries`: most queries answered on one TCP connection
     /// before it is closed (0: no cap; default 10 000).
     #[serde(default = "default_tcp_queries")]
-    pub tcp_max_queries: usize,
+    pub tcp_max_queries: Spanned<usize>,
     /// `[server] user`: started as root, bind the sockets, then switch to this
     /// user and its group.
     #[serde(default)]
@@ -114,7 +114,7 @@ impl Default for ServerCfg {
     fn default() -> Self {
         ServerCfg {
             listen: default_listen(),
-            workers: 0,
+            workers: default_workers(),
             edns_udp_payload: default_payload(),
             log: default_log(),
             tcp_idle_timeout_ms: default_tcp_idle(),
@@ -135,20 +135,23 @@ fn default_listen() -> Vec<Spanned<String>> {
 fn default_payload() -> Spanned<u16> {
     Spanned::new(0..0, 1232)
 }
-fn default_log() -> String {
-    "info".into()
+fn default_workers() -> Spanned<usize> {
+    Spanned::new(0..0, 0)
 }
-fn default_tcp_idle() -> u64 {
-    10_000
+fn default_log() -> Spanned<String> {
+    Spanned::new(0..0, "info".into())
 }
-fn default_tcp_max() -> usize {
-    512
+fn default_tcp_idle() -> Spanned<u64> {
+    Spanned::new(0..0, 10_000)
 }
-fn default_tcp_read() -> u64 {
-    2_000
+fn default_tcp_max() -> Spanned<usize> {
+    Spanned::new(0..0, 512)
 }
-fn default_tcp_queries() -> usize {
-    10_000
+fn default_tcp_read() -> Spanned<u64> {
+    Spanned::new(0..0, 2_000)
+}
+fn default_tcp_queries() -> Spanned<usize> {
+    Spanned::new(0..0, 10_000)
 }
 
 /// `[geo]`: the MaxMind-format database that geo rules look clients up in.
@@ -174,7 +177,7 @@ pub struct ZoneCfg {
     /// `origin`: the zone's apex name (the trailing dot is optional).
     pub origin: String,
     /// `file`: the zone's master file, relative to the config file's folder.
-    pub file: String,
+    pub file: Spanned<String>,
 }
 
 /// `[pool.NAME]`: a set of addresses answered together.

@@ -179,18 +179,39 @@ pub fn rules(
                     format!("{kind} {k:?} is listed twice (keys are case-insensitive)"),
                 )
             };
-            let cc = |c: &str| c.len() == 2 && c.bytes().all(|b| b.is_ascii_alphabetic());
+            // ISO 3166-1 alpha-2 only: `UK` or `XX` can never match.
+            let cc = |c: &str| crate::geo::countries::is_country(&c.to_ascii_uppercase());
+            let not_a_country = |kind: &str, k: &str, c: &str| {
+                let c = c.trim().to_ascii_uppercase();
+                let hint = match crate::geo::countries::hint(&c) {
+                    Some(h) => format!(" (did you mean {h:?}?)"),
+                    None => String::new(),
+                };
+                src.err(
+                    span.clone(),
+                    format!("{kind} key {k:?}: {c:?} is not an ISO 3166-1 country code{hint}"),
+                )
+            };
             for (k, v) in &g.subdivision {
-                let ok = matches!(k.trim().split_once('-'), Some((c, s)) if cc(c)
+                let ok = matches!(k.trim().split_once('-'), Some((c, s)) if c.len() == 2
                     && (1..=8).contains(&s.len())
                     && s.bytes().all(|b| b.is_ascii_alphanumeric()));
+                if let Some((c, _)) = k.trim().split_once('-').filter(|_| ok) {
+                    if !cc(c) {
+                        return Err(not_a_country("subdivision", k, c));
+                    }
+                }
                 let up = key("subdivision", k, ok, "an ISO 3166-2 code like \"US-CA\"")?;
                 if rules.subdivision.insert(up, list(v)?).is_some() {
                     return Err(twice("subdivision", k));
                 }
             }
             for (k, v) in &g.country {
-                let up = key("country", k, cc(k.trim()), "an ISO 3166-1 code like \"DE\"")?;
+                let two = k.trim().len() == 2 && k.trim().bytes().all(|b| b.is_ascii_alphabetic());
+                if two && !cc(k.trim()) {
+                    return Err(not_a_country("country", k, k));
+                }
+                let up = key("country", k, two, "an ISO 3166-1 code like \"DE\"")?;
                 if rules.country.insert(up, list(v)?).is_some() {
                     return Err(twice("country", k));
                 }

@@ -39,8 +39,60 @@ pub struct ServerSettings {
     pub rrl: Option<RrlConfig>,
 }
 
+/// Most UDP worker threads per listen address (0 means one per core).
+pub const MAX_WORKERS: usize = 256;
+/// Range of `tcp_idle_timeout_ms` and `tcp_read_timeout_ms`: 0.1 s to 1 h.
+/// Below 100 ms a TCP client on a distant network never gets its query in.
+pub const TCP_TIMEOUT_MS: std::ops::RangeInclusive<u64> = 100..=3_600_000;
+/// Range of `tcp_max_connections` (each open connection holds a 64 KiB buffer).
+pub const TCP_MAX_CONNECTIONS: std::ops::RangeInclusive<usize> = 1..=65_536;
+/// Most `tcp_max_queries` (0 means no cap).
+pub const MAX_TCP_QUERIES: usize = 1_000_000_000;
+/// Range of RRL `responses_per_second`.
+pub const RRL_RATE: std::ops::RangeInclusive<u32> = 1..=1_000_000;
+/// Most RRL `slip` (BIND allows 0..=10 too).
+pub const MAX_SLIP: u32 = 10;
+
+/// The levels a `log` filter may name.
+const LEVELS: [&str; 6] = ["trace", "debug", "info", "warn", "error", "off"];
+
+/// Check a `log` filter: comma-separated directives, each a level or
+/// `target=level` (tracing's `EnvFilter` syntax). A bare word that is not a
+/// level would be read as a target with every level, which leaves all of
+/// meridian's own logging off (`log = "debugg"`): refuse it.
+pub fn check_log_filter(filter: &str) -> Result<(), String> {
+    if filter.trim().is_empty() {
+        return Err("log is empty: give a level (trace, debug, info, warn, error or off)".into());
+    }
+    for d in filter.split(',') {
+        let d = d.trim();
+        if d.is_empty() {
+            return Err(format!("log {filter:?}: empty directive (a stray comma)"));
+        }
+        let level = match d.rsplit_once('=') {
+            Some((target, level)) => {
+                if target.trim().is_empty() {
+                    return Err(format!("log directive {d:?} names no target before '='"));
+                }
+                level.trim()
+            }
+            None => d,
+        };
+        if !LEVELS.contains(&level.to_ascii_lowercase().as_str()) {
+            return Err(format!(
+                "log directive {d:?}: {level:?} is not a level (trace, debug, info, warn, error, off); a target is written target=level"
+            ));
+        }
+    }
+    tracing_subscriber::EnvFilter::try_new(filter)
+        .map(|_| ())
+        .map_err(|e| format!("log {filter:?}: {e}"))
+}
+
 impl ServerSettings {
-    /// Check `[server]`; errors name the line of the bad key.
+    /// Check `[server]`, every key against its range; errors name the line
+    /// of the bad key. This is the one place `[server]` is checked: what
+    /// passes here `serve` can start with.
     pub fn from_cfg(src: &Source, c: &ServerCfg) -> Result<ServerSettings, LocatedError> {
         let payload = *c.edns_udp_payload.get_ref();
         // Workers keep 4096-octet response buffers; RFC 9715 advises 1232 anyway.
@@ -50,15 +102,83 @@ impl ServerSettings {
                 "edns_udp_payload must be 512..=4096",
             ));
         }
-        let mut listen = Vec::new();
+        let mut listen: Vec<SocketAddr> = Vec::new();
         for l in &c.listen {
             match parse_listen(l.get_ref()) {
+                Some(a) if listen.contains(&a) => {
+                    return Err(src.err(l.span(), format!("listen address {a} is listed twice")))
+                }
                 Some(a) => listen.push(a),
                 None => {
                     return Err(src.err(l.span(), format!("bad listen address {:?}", l.get_ref())))
                 }
             }
         }
+        if listen.is_empty() {
+            return Err(src.err(
+                key_span(src, "listen"),
+                "listen must name at least one address",
+            ));
+        }
+        let workers = *c.workers.get_ref();
+        if workers > MAX_WORKERS {
+            return Err(src.err(
+                c.workers.span(),
+                format!("workers must be 0 (one per core) to {MAX_WORKERS}, not {workers}"),
+            ));
+        }
+        if let Err(e) = check_log_filter(c.log.get_ref()) {
+            return Err(src.err(c.log.span(), e));
+        }
+        for (key, v) in [
+            ("tcp_idle_timeout_ms", &c.tcp_idle_timeout_ms),
+            ("tcp_read_timeout_ms", &c.tcp_read_timeout_ms),
+        ] {
+            if !TCP_TIMEOUT_MS.contains(v.get_ref()) {
+                return Err(src.err(
+                    v.span(),
+                    format!(
+                        "{key} must be {} to {} (ms), not {}",
+                        TCP_TIMEOUT_MS.start(),
+                        TCP_TIMEOUT_MS.end(),
+                        v.get_ref()
+                    ),
+                ));
+            }
+        }
+        let conns = &c.tcp_max_connections;
+        if !TCP_MAX_CONNECTIONS.contains(conns.get_ref()) {
+            return Err(src.err(
+                conns.span(),
+                format!(
+                    "tcp_max_connections must be {} to {}, not {}",
+                    TCP_MAX_CONNECTIONS.start(),
+                    TCP_MAX_CONNECTIONS.end(),
+                    conns.get_ref()
+                ),
+            ));
+        }
+        if *c.tcp_max_queries.get_ref() > MAX_TCP_QUERIES {
+            return Err(src.err(
+                c.tcp_max_queries.span(),
+                format!("tcp_max_queries must be 0 (no cap) to {MAX_TCP_QUERIES}"),
+            ));
+        }
+        let http_listen = match &c.http_listen {
+            None => None,
+            Some(h) => match parse_listen(h.get_ref()) {
+                Some(_) => Some(h.get_ref().clone()),
+                None => {
+                    return Err(src.err(
+                        h.span(),
+                        format!(
+                            "bad http_listen address {:?} (ADDR:PORT, e.g. 127.0.0.1:8053; leave it out to turn the API off)",
+                            h.get_ref()
+                        ),
+                    ))
+                }
+            },
+        };
         let user = match &c.user {
             None => None,
             Some(u) if u.get_ref().trim().is_empty() => {
@@ -69,18 +189,35 @@ impl ServerSettings {
         Ok(ServerSettings {
             listen,
             edns_udp_payload: payload,
-            log: c.log.clone(),
-            workers: c.workers,
-            tcp_idle_timeout_ms: c.tcp_idle_timeout_ms,
-            tcp_max_connections: c.tcp_max_connections,
-            tcp_read_timeout_ms: c.tcp_read_timeout_ms,
-            tcp_max_queries: c.tcp_max_queries,
-            http_listen: c.http_listen.as_ref().map(|s| s.get_ref().clone()),
+            log: c.log.get_ref().clone(),
+            workers,
+            tcp_idle_timeout_ms: *c.tcp_idle_timeout_ms.get_ref(),
+            tcp_max_connections: *conns.get_ref(),
+            tcp_read_timeout_ms: *c.tcp_read_timeout_ms.get_ref(),
+            tcp_max_queries: *c.tcp_max_queries.get_ref(),
+            http_listen,
             user,
             allow_root: c.allow_root,
             rrl: RrlConfig::from_cfg(src, c.rrl.as_ref())?,
         })
     }
+}
+
+/// The span of `key =` in the config text (for a key whose value is a
+/// list that may be empty); 0..0 when it is not written.
+fn key_span(src: &Source, key: &str) -> std::ops::Range<usize> {
+    let mut at = 0;
+    for line in src.text.split_inclusive('\n') {
+        let t = line.trim_start();
+        if let Some(rest) = t.strip_prefix(key) {
+            if rest.trim_start().starts_with('=') {
+                let start = at + (line.len() - t.len());
+                return start..start + key.len();
+            }
+        }
+        at += line.len();
+    }
+    0..0
 }
 
 /// Default RRL slip: every 2nd limited response is sent truncated.
@@ -117,11 +254,23 @@ impl RrlConfig {
         let Some(c) = cfg else { return Ok(None) };
         let r = c.get_ref();
         let rate = *r.responses_per_second.get_ref();
-        if rate == 0 {
+        if !RRL_RATE.contains(&rate) {
             return Err(src.err(
                 r.responses_per_second.span(),
-                "rrl responses_per_second must be at least 1 (remove [server.rrl] to turn rate limiting off)",
+                format!(
+                    "rrl responses_per_second must be {} to {} (remove [server.rrl] to turn rate limiting off)",
+                    RRL_RATE.start(),
+                    RRL_RATE.end()
+                ),
             ));
+        }
+        if let Some(s) = &r.slip {
+            if *s.get_ref() > MAX_SLIP {
+                return Err(src.err(
+                    s.span(),
+                    format!("rrl slip must be 0 (drop all) to {MAX_SLIP}"),
+                ));
+            }
         }
         let v4 = r.ipv4_prefix.as_ref().map(|v| (*v.get_ref(), v.span()));
         if let Some((v, span)) = &v4 {

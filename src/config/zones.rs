@@ -47,7 +47,7 @@ pub fn zones(
                 n
             })
             .map_err(|e| src.err(z.span(), format!("bad zone origin {:?}: {e}", zc.origin)))?;
-        let file = src.resolve(&zc.file);
+        let file = src.resolve(zc.file.get_ref());
         let kept = keep.and_then(|k| k.get(i)).filter(|old| {
             old.origin == crate::zone::wire_name(&origin)
                 && old.sources.first().is_some_and(|s| s.path == file)
@@ -56,6 +56,20 @@ pub fn zones(
         let zone = match kept {
             Some(old) => old.clone(),
             None => {
+                // A file that cannot be opened is the config's error: name
+                // its line and the path as resolved from it.
+                if let Err(e) = std::fs::File::open(&file) {
+                    let full = std::path::absolute(&file).unwrap_or_else(|_| file.clone());
+                    return Err(src.err(
+                        zc.file.span(),
+                        format!(
+                            "zone {}: cannot read file {:?} ({}): {e}",
+                            zc.origin,
+                            zc.file.get_ref(),
+                            full.display()
+                        ),
+                    ));
+                }
                 loaded += 1;
                 Arc::new(Zone::load(&origin, &file)?)
             }

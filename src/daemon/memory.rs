@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use crate::engine::Engine;
 
 /// Keep of a freshly built engine what serving needs: the decision blocks,
-/// not the database they were compiled from (its mapping would stay in the
-/// RSS).
+/// not the database they were compiled from (its bytes, read into memory
+/// for the build, would stay in the RSS).
 pub(super) fn for_serving(mut e: Engine) -> Engine {
     e.geo = None;
     trim_heap();

@@ -13,6 +13,7 @@ use std::time::Duration;
 mod memory;
 mod privileges;
 mod reload;
+mod takeover;
 
 use std::sync::Mutex;
 
@@ -22,17 +23,19 @@ use crate::transport::{bind_tcp, bind_udp, tcp_listener, udp_worker, ServerState
 use memory::{for_serving, tune_malloc};
 use privileges::check_readable;
 pub use privileges::{drop_privileges, lookup_user, privileges, SwitchUser, ROOT_REFUSED};
-use reload::{geo_mtime, reload, Daemon};
+use reload::{geo_mtime, Daemon, Reloader, GEO_CHANGED};
 
 /// `meridian serve`: run until SIGTERM or SIGINT. `listen`, `workers`,
 /// `http_listen` and `allow_root` come from the command line and win over
-/// the config.
+/// the config. An address another `meridian serve` holds is refused,
+/// unless `replace`: then that instance is stopped once this one is ready.
 pub fn serve(
     config: &Path,
     listen: Vec<SocketAddr>,
     workers: Option<usize>,
     http_listen: Option<String>,
     allow_root: bool,
+    replace: bool,
 ) -> Result<(), String> {
     tune_malloc();
     let engine = for_serving(crate::answer::load(config, None).map_err(|e| e.to_string())?);
@@ -45,6 +48,9 @@ pub fn serve(
         engine.zones.len(),
         engine.bindings.len()
     );
+    for w in &engine.warnings {
+        tracing::warn!("{w}");
+    }
     // Decide about root before binding anything.
     let switch_to = privileges(&engine, allow_root)?;
     let listen: Vec<SocketAddr> = if listen.is_empty() {
@@ -69,6 +75,20 @@ pub fn serve(
         Some(h) => Some(h.to_string()),
         None => engine.settings.http_listen.clone(),
     };
+    // One instance per address: take the locks before binding.
+    let locks = Arc::new(Mutex::new(Vec::new()));
+    let mut replaced = Vec::new();
+    for a in &listen {
+        match takeover::lock(a) {
+            Ok(None) => {}
+            Ok(Some(takeover::Taken::Held(l))) => {
+                locks.lock().unwrap_or_else(|e| e.into_inner()).push(l)
+            }
+            Ok(Some(takeover::Taken::By(pid))) if replace => replaced.push((*a, pid)),
+            Ok(Some(takeover::Taken::By(pid))) => return Err(takeover::refusal(a, pid)),
+            Err(e) => return Err(format!("meridian: cannot lock {a}: {e}")),
+        }
+    }
     let shared = ServerState::new(engine);
     reload::count_build(&shared.metrics, &shared.engine.load());
 
@@ -130,11 +150,11 @@ pub fn serve(
         shared.tcp_listeners.fetch_add(1, Ordering::Relaxed);
         rt.spawn(tcp_listener(shared.clone(), l));
     }
-    let daemon = Daemon {
+    let daemon = Arc::new(Daemon {
         server: shared.clone(),
         overrides: Arc::new(Overrides::new()),
         checker: Mutex::new(Checker::new(rt.handle().clone())),
-    };
+    });
     daemon.restart_checks();
     // `POST /reload` and `POST /stop` reach the loop below through this.
     let (commands, mut api_commands) = tokio::sync::mpsc::channel(4);
@@ -172,23 +192,31 @@ pub fn serve(
         nworkers
     );
     drop(e);
+    if replace && !replaced.is_empty() {
+        takeover::replace(replaced, locks.clone());
+    }
 
+    // Reloads run on a thread of their own, so SIGTERM never waits for a
+    // build (a large zone takes seconds).
+    let reloader = Reloader::start(daemon.clone())?;
     rt.block_on(async {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         let mut geo_stamp = geo_mtime(&shared);
         loop {
             tokio::select! {
-                _ = hup.recv() => reload(&daemon, "SIGHUP"),
+                _ = hup.recv() => reloader.request("SIGHUP"),
                 _ = term.recv() => break,
                 _ = int.recv() => break,
                 Some(cmd) = api_commands.recv() => match cmd {
                     Command::Reload(done) => {
-                        let ok = shared.metrics.reloads_ok.load(Ordering::Relaxed);
-                        reload(&daemon, "API request");
-                        let _ = done.send(if shared.metrics.reloads_ok.load(Ordering::Relaxed) > ok {
-                            Ok("reloaded".to_string())
-                        } else {
-                            Err("reload failed, the running config is kept: see the server log".to_string())
+                        // Answered when the reload thread is done, so the
+                        // loop keeps serving signals meanwhile.
+                        let result = reloader.request_then("API request");
+                        tokio::spawn(async move {
+                            let _ = done.send(match result.await {
+                                Ok(true) => Ok("reloaded".to_string()),
+                                _ => Err("reload failed, the running config is kept: see the server log".to_string()),
+                            });
                         });
                     }
                     Command::Stop(done) => {
@@ -200,11 +228,18 @@ pub fn serve(
                     }
                 },
                 _ = tick.tick() => {
+                    if let Some(after) = reloader.geo_done() {
+                        // The database as that reload read it (its path may
+                        // have changed with the config).
+                        geo_stamp = after.or(geo_stamp);
+                    }
+                    if reloader.busy() {
+                        continue;
+                    }
                     let now = geo_mtime(&shared);
                     if now != geo_stamp {
                         geo_stamp = now;
-                        reload(&daemon, "geo database changed");
-                        geo_stamp = geo_mtime(&shared).or(geo_stamp);
+                        reloader.request(GEO_CHANGED);
                     }
                 }
             }
@@ -240,8 +275,18 @@ fn init_logging(filter: &str) {
         .unwrap_or_else(|_| EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(f)
+        .with_ansi(colour())
         .with_writer(std::io::stderr)
         .try_init();
+}
+
+/// Colour the log only on a terminal, and never with NO_COLOR set
+/// (<https://no-color.org>: any non-empty value): a log file or the journal
+/// gets plain text.
+fn colour() -> bool {
+    use std::io::IsTerminal;
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    !no_color && std::io::stderr().is_terminal()
 }
 
 fn bind_error(what: &str, a: &SocketAddr, e: std::io::Error) -> String {

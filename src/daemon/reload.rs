@@ -2,11 +2,12 @@
 //! thread, carry the operator overrides into it, swap it in whole and
 //! restart the health checkers; on any error keep serving the old one.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use super::memory::{for_serving, release};
+use crate::config::ServerSettings;
 use crate::health::{Checker, Overrides};
 use crate::transport::ServerState;
 
@@ -28,14 +29,105 @@ impl Daemon {
     }
 }
 
+/// The reason a reload gives when the geo database changed.
+pub(super) const GEO_CHANGED: &str = "geo database changed";
+
+/// The reload thread: reloads requested by signals and the geo watcher run
+/// here, one at a time, off the signal loop. Requests that arrive during a
+/// reload are folded into one more reload after it.
+pub(super) struct Reloader {
+    tx: std::sync::mpsc::Sender<Request>,
+    /// Requests sent and not yet covered by a finished reload.
+    pending: Arc<AtomicUsize>,
+    /// Set when a reload the geo watcher asked for is done: the database's
+    /// modification time right after it, for the watcher to compare with.
+    geo_done: Arc<Mutex<Option<Option<SystemTime>>>>,
+}
+
+impl Reloader {
+    pub(super) fn start(d: Arc<Daemon>) -> Result<Reloader, String> {
+        let (tx, rx) = std::sync::mpsc::channel::<Request>();
+        let pending = Arc::new(AtomicUsize::new(0));
+        let p = pending.clone();
+        let geo_done = Arc::new(Mutex::new(None));
+        let g = geo_done.clone();
+        std::thread::Builder::new()
+            .name("meridian-reloader".into())
+            .spawn(move || {
+                while let Ok(first) = rx.recv() {
+                    // Requests queued meanwhile: one reload covers them all.
+                    let mut why = first.why;
+                    let mut waiting: Vec<_> = first.done.into_iter().collect();
+                    let mut n = 1;
+                    while let Ok(r) = rx.try_recv() {
+                        why = r.why;
+                        waiting.extend(r.done);
+                        n += 1;
+                    }
+                    let ok = reload(&d, why);
+                    for w in waiting {
+                        let _ = w.send(ok);
+                    }
+                    if why == GEO_CHANGED {
+                        *g.lock().unwrap_or_else(|e| e.into_inner()) = Some(geo_mtime(&d.server));
+                    }
+                    p.fetch_sub(n, Ordering::AcqRel);
+                }
+            })
+            .map_err(|e| format!("meridian: cannot start the reload thread: {e}"))?;
+        Ok(Reloader {
+            tx,
+            pending,
+            geo_done,
+        })
+    }
+
+    /// Ask for a reload; returns at once.
+    pub(super) fn request(&self, why: &'static str) {
+        self.pending.fetch_add(1, Ordering::AcqRel);
+        let _ = self.tx.send(Request { why, done: None });
+    }
+
+    /// Ask for a reload and be told whether it succeeded.
+    pub(super) fn request_then(&self, why: &'static str) -> tokio::sync::oneshot::Receiver<bool> {
+        let (done, rx) = tokio::sync::oneshot::channel();
+        self.pending.fetch_add(1, Ordering::AcqRel);
+        let _ = self.tx.send(Request {
+            why,
+            done: Some(done),
+        });
+        rx
+    }
+
+    /// After a reload for a geo change: the database's stamp then (once).
+    pub(super) fn geo_done(&self) -> Option<Option<SystemTime>> {
+        self.geo_done
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
+    /// Is a reload asked for or running?
+    pub(super) fn busy(&self) -> bool {
+        self.pending.load(Ordering::Acquire) > 0
+    }
+}
+
 pub(super) fn geo_mtime(shared: &ServerState) -> Option<SystemTime> {
     let e = shared.engine.load();
     let p = e.geo_path.as_ref()?;
     std::fs::metadata(p).and_then(|m| m.modified()).ok()
 }
 
+/// One reload asked for, and who waits for its result.
+struct Request {
+    why: &'static str,
+    done: Option<tokio::sync::oneshot::Sender<bool>>,
+}
+
 /// Build a new engine and swap it in; on failure keep serving the old one.
-pub(super) fn reload(d: &Daemon, why: &str) {
+/// True if the new engine serves.
+pub(super) fn reload(d: &Daemon, why: &str) -> bool {
     let shared = &d.server;
     let old = shared.engine.load_full();
     // Build on a thread of lower priority: on a busy core the UDP workers
@@ -57,11 +149,21 @@ pub(super) fn reload(d: &Daemon, why: &str) {
             Err(_) => build(),
         }
     });
+    if shared.shutdown.load(Ordering::Relaxed) {
+        // Stopping: nothing left to swap in for.
+        return false;
+    }
     match built {
         Ok(new) => {
             let new = for_serving(new);
-            if new.settings.listen != old.settings.listen {
-                tracing::warn!("reload: listen addresses changed; restart to apply");
+            for w in &new.warnings {
+                tracing::warn!("reload ({why}): {w}");
+            }
+            for (key, was, now) in restart_keys(&old.settings, &new.settings) {
+                let msg = format!(
+                    "reload ({why}): [server] {key} changed ({was} -> {now}) but applies only at start: restart to apply it"
+                );
+                tracing::warn!("{msg}");
             }
             let names = new.bindings.len();
             let (zones, read, tables) = (new.zones.len(), new.zones_loaded, new.geo_tables_built);
@@ -73,23 +175,50 @@ pub(super) fn reload(d: &Daemon, why: &str) {
             d.restart_checks();
             release(old);
             shared.metrics.reloads_ok.fetch_add(1, Ordering::Relaxed);
-            tracing::info!(
-                "reloaded ({why}): {names} name(s) on pools; {read} of {zones} zone(s) read, {tables} geo table(s) built"
-            );
+            // One line per reload, whatever the log filter: operators and
+            // tests wait for it.
             eprintln!(
-                "meridian: reloaded ({why}) in {} ms: {read} of {zones} zone(s) read, {tables} geo table(s) built",
+                "meridian: reloaded ({why}) in {} ms: {names} name(s) on pools; {read} of {zones} zone(s) read, {tables} geo table(s) built",
                 shared.engine.load().load_ms
             );
+            true
         }
         Err(e) => {
             shared
                 .metrics
                 .reloads_failed
                 .fetch_add(1, Ordering::Relaxed);
-            tracing::error!("reload failed ({why}), keeping the running config: {e}");
-            eprintln!("meridian: reload failed, keeping the running config: {e}");
+            eprintln!("meridian: reload failed ({why}), keeping the running config: {e}");
+            false
         }
     }
+}
+
+/// The `[server]` keys that changed from `old` to `new` but are only read
+/// at start (sockets, threads, user, the log filter): (key, old, new).
+fn restart_keys(old: &ServerSettings, new: &ServerSettings) -> Vec<(&'static str, String, String)> {
+    let mut v = Vec::new();
+    let mut cmp = |key, a: String, b: String| {
+        if a != b {
+            v.push((key, a, b));
+        }
+    };
+    let addrs = |l: &[std::net::SocketAddr]| {
+        let s: Vec<String> = l.iter().map(|a| a.to_string()).collect();
+        format!("[{}]", s.join(", "))
+    };
+    let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "none".into());
+    cmp("listen", addrs(&old.listen), addrs(&new.listen));
+    cmp("workers", old.workers.to_string(), new.workers.to_string());
+    cmp("http_listen", opt(&old.http_listen), opt(&new.http_listen));
+    cmp("user", opt(&old.user), opt(&new.user));
+    cmp(
+        "allow_root",
+        old.allow_root.to_string(),
+        new.allow_root.to_string(),
+    );
+    cmp("log", format!("{:?}", old.log), format!("{:?}", new.log));
+    v
 }
 
 /// Count what a build read and compiled (the rest it kept).

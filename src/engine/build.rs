@@ -180,6 +180,39 @@ pub(super) fn build(
         Some(g) if !same_db || geo_tables_built > 0 => Some(g.open(src)?),
         _ => None,
     };
+    // Subdivision keys the database never reports can never match: warn
+    // (a database may lack a region today and have it after an update, so
+    // it is not an error). Only when the database is read anyway.
+    let mut warnings = Vec::new();
+    if let Some(db) = geo.as_deref() {
+        let wanted: Vec<_> = geo_names
+            .iter()
+            .flat_map(|(_, r, span, name)| r.subdivision.keys().map(move |k| (k, span, name)))
+            .collect();
+        if !wanted.is_empty() {
+            let mut seen = std::collections::HashSet::new();
+            db.for_each_network(|_, loc| {
+                for s in &loc.subdivisions {
+                    if !seen.contains(s) {
+                        seen.insert(s.clone());
+                    }
+                }
+            });
+            for (k, span, name) in wanted {
+                if !seen.contains(k) {
+                    warnings.push(
+                        src.err(
+                            span.clone(),
+                            format!(
+                                "warning: geo name {name}: subdivision {k:?} is in no record of the geo database; the rule never applies"
+                            ),
+                        )
+                        .to_string(),
+                    );
+                }
+            }
+        }
+    }
     let maps = cache.build(plan, geo.as_deref(), threads);
     for ((b, _, span, name), map) in geo_names.iter().zip(maps) {
         families_everywhere(&map, &pools)
@@ -212,6 +245,7 @@ pub(super) fn build(
         geo_path: geo_src.map(|g| g.path),
         geo_stamp,
         geo_tables_built,
+        warnings,
         health,
         checks: health_specs.into(),
         generation: GENERATION.fetch_add(1, Ordering::Relaxed),

@@ -109,6 +109,9 @@ pub struct Engine {
     pub geo_stamp: Option<(FileStamp, Schema)>,
     /// Geo tables compiled by this build (the others were kept).
     pub geo_tables_built: usize,
+    /// Things the config allows but that are likely mistakes, each
+    /// `file:line: message` (`check` prints them, `serve` logs them).
+    pub warnings: Vec<String>,
     /// How long loading took (zones, database, decision blocks, pre-rendering).
     pub load_ms: u64,
     /// The checked `[server]` table.

@@ -1,4 +1,4 @@
-//! MaxMind DB access: open (memory-mapped), look up one address, iterate
+//! MaxMind DB access: open (read into memory), look up one address, iterate
 //! every network, and read records in either of the two common schemas
 //! into one [`Location`]. The networks feed the partition (RFC 7871 §7.2.1:
 //! scopes come from merged database networks, never from guesses).
@@ -76,24 +76,9 @@ impl fmt::Display for Location {
     }
 }
 
-/// The mapped file, or bytes read into memory (tests, odd filesystems).
-enum Source {
-    Mmap(maxminddb::Mmap),
-    Bytes(Vec<u8>),
-}
-
-impl AsRef<[u8]> for Source {
-    fn as_ref(&self) -> &[u8] {
-        match self {
-            Source::Mmap(m) => m,
-            Source::Bytes(b) => b,
-        }
-    }
-}
-
 /// An open geolocation database.
 pub struct GeoDb {
-    reader: Reader<Source>,
+    reader: Reader<Vec<u8>>,
     schema: Schema,
     /// IPv4 addresses have their own subtree (IPv4 DB, or IPv6 DB with ::/96).
     v4: bool,
@@ -113,22 +98,23 @@ impl fmt::Debug for GeoDb {
 }
 
 impl GeoDb {
-    /// Memory-map `path`. Replace the file by rename, never rewrite it in
-    /// place: a mapped file changing underneath is undefined behaviour.
+    /// Read `path` into memory. The file is read, not memory-mapped: a
+    /// database rewritten in place (`cp` over it) while a reload reads it
+    /// would raise SIGBUS through a mapping once it shrinks; read, it is at
+    /// worst a torn copy, which the reader refuses or the build reports.
+    /// The bytes live only as long as a build (serving keeps the compiled
+    /// decision blocks, not the database).
     pub fn open(path: &Path, schema: Schema) -> Result<GeoDb, String> {
-        let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        // SAFETY: see above; the map is read-only and we never write the file.
-        let map = unsafe { maxminddb::Mmap::map(&file) }
-            .map_err(|e| format!("{}: mmap: {e}", path.display()))?;
-        Self::from_source(Source::Mmap(map), schema).map_err(|e| format!("{}: {e}", path.display()))
+        let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Self::from_source(bytes, schema).map_err(|e| format!("{}: {e}", path.display()))
     }
 
     /// Use an in-memory copy of a database file.
     pub fn from_bytes(bytes: Vec<u8>, schema: Schema) -> Result<GeoDb, String> {
-        Self::from_source(Source::Bytes(bytes), schema)
+        Self::from_source(bytes, schema)
     }
 
-    fn from_source(src: Source, schema: Schema) -> Result<GeoDb, String> {
+    fn from_source(src: Vec<u8>, schema: Schema) -> Result<GeoDb, String> {
         let reader = Reader::from_source(src).map_err(|e| format!("not a MaxMind DB: {e}"))?;
         let ip_version = reader.metadata().ip_version;
         let v4 = ip_version == 4
@@ -241,7 +227,7 @@ impl GeoDb {
 
     /// Read one record; a record that does not decode counts as "no
     /// location", the same for lookup and iteration.
-    fn decode(&self, r: &LookupResult<'_, Source>) -> Location {
+    fn decode(&self, r: &LookupResult<'_, Vec<u8>>) -> Location {
         let res = match self.schema {
             Schema::Flat => r
                 .decode::<FlatRecord>()
@@ -260,7 +246,7 @@ impl GeoDb {
 
 /// A MaxMind-built alias: the range leads to the IPv4 subtree, which the
 /// default iteration skips there but alias-including iteration does not.
-fn is_alias(reader: &Reader<Source>, root: &str) -> bool {
+fn is_alias(reader: &Reader<Vec<u8>>, root: &str) -> bool {
     let cidr = root.parse().unwrap();
     let plain = reader.within(cidr, WithinOptions::default());
     let aliased = reader.within(cidr, WithinOptions::default().include_aliased_networks());
@@ -271,7 +257,7 @@ fn is_alias(reader: &Reader<Source>, root: &str) -> bool {
 }
 
 /// Schema from the metadata, else from the first records that say.
-fn detect(reader: &Reader<Source>) -> Schema {
+fn detect(reader: &Reader<Vec<u8>>) -> Schema {
     let t = reader.metadata().database_type.to_ascii_lowercase();
     if ["geoip2", "geolite2", "dbip", "db-ip"]
         .iter()
@@ -282,7 +268,7 @@ fn detect(reader: &Reader<Source>) -> Schema {
     if t.contains("ipinfo") {
         return Schema::Flat;
     }
-    let has = |r: &LookupResult<'_, Source>, path: &[&str]| {
+    let has = |r: &LookupResult<'_, Vec<u8>>, path: &[&str]| {
         let p: Vec<PathElement> = path.iter().map(|k| PathElement::Key(k)).collect();
         matches!(r.decode_path::<&str>(&p), Ok(Some(_)))
     };

@@ -13,6 +13,7 @@
 //! [`GeoMap::decide`] answers per query with one table lookup.
 
 pub mod continents;
+pub mod countries;
 pub mod db;
 pub mod partition;
 pub mod rules;

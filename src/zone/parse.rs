@@ -706,6 +706,14 @@ impl<'k, 's> Loader<'k, 's> {
             )));
         }
 
+        // A missing file is this line's error: name it and the path.
+        if let Err(e) = std::fs::File::open(&path) {
+            let full = std::path::absolute(&path).unwrap_or_else(|_| path.clone());
+            return Err(at(format!(
+                "$INCLUDE {target}: cannot read {}: {e}",
+                full.display()
+            )));
+        }
         self.stamps.extend(FileStamp::of(&path));
         self.open_files.push(id);
         let result = self.parse_file(&path, inner);
@@ -1915,10 +1923,11 @@ mod tests {
         assert_eq!(e.line, 4);
         assert!(e.message.starts_with("bad A record: "), "{e}");
 
-        // A missing included file is named with line 0.
-        let main = dir.write("missing.zone", "$INCLUDE nope.inc\n");
+        // A missing included file is the $INCLUDE line's error, naming it.
+        let main = dir.write("missing.zone", "$TTL 60\n$INCLUDE nope.inc\n");
         let e = parse_file(&main).unwrap_err();
-        assert_eq!((e.file.clone(), e.line), (dir.0.join("nope.inc"), 0));
+        assert_eq!((e.file.clone(), e.line), (main.clone(), 2));
+        assert!(e.message.contains("nope.inc"), "{e}");
 
         // Loops are errors at the $INCLUDE line.
         dir.write("loop1.inc", "$TTL 60\n$INCLUDE loop2.inc\n");

@@ -33,7 +33,11 @@ pub(crate) fn skip(test: &str, reason: &str) {
         std::env::var("CI").as_deref() != Ok("true"),
         "{test}: cannot run in CI: {reason}"
     );
-    eprintln!("SKIP: {test}: {reason}");
+    // Straight to the process's stderr: `eprintln!` in a test that passes
+    // is captured by the test harness and never shown, which would make
+    // the skip silent. `.ci/run` counts these lines.
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr().lock(), "SKIP: {test}: {reason}");
 }
 
 /// Repository root (for the bundled example).
