@@ -25,6 +25,9 @@ pub fn bind_udp(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
     // A bounded buffer: bursts queue in the kernel, floods are dropped there.
     let _ = s.set_recv_buffer_size(4 << 20);
     dont_fragment(&s, addr.is_ipv6());
+    if addr.ip().is_unspecified() {
+        reply_from_destination(&s, addr.is_ipv6())?;
+    }
     s.bind(&addr.into())?;
     s.set_read_timeout(Some(Duration::from_millis(200)))?;
     Ok(s.into())
@@ -50,6 +53,20 @@ fn dont_fragment(s: &Socket, v6: bool) {
     if let Err(e) = set_int_option(s.as_fd(), level, opt, val) {
         tracing::debug!("udp: cannot set DF: {}", e);
     }
+}
+
+/// On a wildcard socket, have the kernel report each datagram's destination
+/// (`mmsg` sends the reply from it). Without it a query to a secondary
+/// address is answered from the route's source and clients drop the reply,
+/// so a socket that cannot have it is refused, as gdnsd does.
+fn reply_from_destination(s: &Socket, v6: bool) -> std::io::Result<()> {
+    use std::os::fd::AsFd;
+    let (level, opt) = if v6 {
+        (libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO)
+    } else {
+        (libc::IPPROTO_IP, libc::IP_PKTINFO)
+    };
+    set_int_option(s.as_fd(), level, opt, 1)
 }
 
 const BATCH: usize = 32;
