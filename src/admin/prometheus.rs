@@ -208,6 +208,23 @@ impl Collector for Counters {
         counter(&mut f, &[("action", "dropped")], load(&m.rrl_dropped))?;
         counter(&mut f, &[("action", "slipped")], load(&m.rrl_slipped))?;
 
+        let mut f = family(
+            &mut enc,
+            "meridian_udp_dropped",
+            "UDP datagrams dropped unanswered before parsing, by reason.",
+            MetricType::Counter,
+        )?;
+        counter(
+            &mut f,
+            &[("reason", "truncated")],
+            load(&m.udp_dropped_truncated),
+        )?;
+        counter(
+            &mut f,
+            &[("reason", "source_port_0")],
+            load(&m.udp_dropped_port_0),
+        )?;
+
         health(&mut enc, &e)
     }
 }

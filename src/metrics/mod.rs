@@ -79,6 +79,10 @@ pub struct Metrics {
     pub rrl_dropped: AtomicU64,
     /// UDP responses over the rate limit sent truncated instead (slipped).
     pub rrl_slipped: AtomicU64,
+    /// UDP datagrams dropped unread: longer than the receive buffer.
+    pub udp_dropped_truncated: AtomicU64,
+    /// UDP datagrams dropped unread: from source port 0, which no reply reaches.
+    pub udp_dropped_port_0: AtomicU64,
     /// Reloads that swapped in a new engine.
     pub reloads_ok: AtomicU64,
     /// Reloads that failed (the old engine kept serving).
@@ -112,6 +116,8 @@ impl Metrics {
             tcp_timeouts: AtomicU64::new(0),
             rrl_dropped: AtomicU64::new(0),
             rrl_slipped: AtomicU64::new(0),
+            udp_dropped_truncated: AtomicU64::new(0),
+            udp_dropped_port_0: AtomicU64::new(0),
             reloads_ok: AtomicU64::new(0),
             reloads_failed: AtomicU64::new(0),
             zone_loads: AtomicU64::new(0),

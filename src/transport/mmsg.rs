@@ -178,9 +178,7 @@ impl Batch {
     }
 
     /// Whether datagram `i` was longer than its buffer, so that `request`
-    /// holds only its first bytes. Unused until the worker decides what
-    /// to do with such datagrams (drop or FORMERR).
-    #[allow(dead_code)]
+    /// holds only its first bytes (the worker drops it).
     pub(super) fn truncated(&self, i: usize) -> bool {
         assert!(i < self.received);
         self.truncated[i]
