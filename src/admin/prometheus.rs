@@ -194,6 +194,12 @@ impl Collector for Counters {
         )?;
         single(
             &mut enc,
+            "meridian_tcp_evicted",
+            "Idle TCP connections closed to make room for a new one at the cap.",
+            load(&m.tcp_evicted),
+        )?;
+        single(
+            &mut enc,
             "meridian_tcp_timeouts",
             "TCP connections closed by the idle or read timeout.",
             load(&m.tcp_timeouts),

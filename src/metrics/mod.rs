@@ -71,8 +71,11 @@ pub struct Metrics {
     pub scope: [AtomicU64; 129],
     /// Dynamic answers per pool, indexed like `Engine::pools` ([`MAX_POOLS`] slots).
     pub pool_answers: Vec<AtomicU64>,
-    /// TCP connections closed at once because `tcp_max_connections` were open.
+    /// TCP connections closed at once because `tcp_max_connections` were
+    /// open and none of them was idle.
     pub tcp_rejected: AtomicU64,
+    /// Idle TCP connections closed to make room for a new one at the cap.
+    pub tcp_evicted: AtomicU64,
     /// TCP connections closed by the idle or read timeout.
     pub tcp_timeouts: AtomicU64,
     /// UDP responses withheld by rate limiting.
@@ -113,6 +116,7 @@ impl Metrics {
             scope: std::array::from_fn(|_| AtomicU64::new(0)),
             pool_answers: (0..MAX_POOLS).map(|_| AtomicU64::new(0)).collect(),
             tcp_rejected: AtomicU64::new(0),
+            tcp_evicted: AtomicU64::new(0),
             tcp_timeouts: AtomicU64::new(0),
             rrl_dropped: AtomicU64::new(0),
             rrl_slipped: AtomicU64::new(0),
