@@ -71,6 +71,47 @@ fn query_split_across_writes() {
 }
 
 #[test]
+fn long_queries_past_the_starting_buffer() {
+    // The read buffer starts at 514 octets and grows to the message: a
+    // 4,000-octet query (OPT padding), split across writes, then two long
+    // ones pipelined with a short one between them, all answered in order.
+    let s = Server::example();
+    let mut c = connect(&s);
+    let long = |id: u16, len: usize| {
+        let q = QueryBuilder::new("www.example.test", A).id(id).edns(1232);
+        let pad = len - q.wire_len() - 4;
+        let q = q
+            .option(&meridian_wire::build::option(12, &vec![0; pad]))
+            .build();
+        assert_eq!(q.len(), len);
+        framed(&q)
+    };
+    let f = long(1, 4000);
+    for piece in [&f[..300], &f[300..700], &f[700..]] {
+        c.write_all(piece).unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    let r = Resp::new(tcp_recv(&mut c).expect("the long query answered"));
+    assert_eq!((r.hdr().id, addrs(&r.msg)), (1, vec!["192.0.2.1".into()]));
+    let mut burst = long(2, 3000);
+    burst.extend(framed(
+        &QueryBuilder::new("www.example.test", A).id(3).build(),
+    ));
+    burst.extend(long(4, 60000));
+    c.write_all(&burst).unwrap();
+    for id in [2, 3, 4] {
+        let r = Resp::new(tcp_recv(&mut c).expect("pipelined answer"));
+        assert_eq!((r.hdr().id, addrs(&r.msg)), (id, vec!["192.0.2.1".into()]));
+    }
+    // And a short one after them, on the buffer given back.
+    let r = ask_on(
+        &mut c,
+        &QueryBuilder::new("www.example.test", A).id(5).build(),
+    );
+    assert_eq!(r.map(|r| r.hdr().id), Some(5));
+}
+
+#[test]
 fn several_queries_on_one_connection() {
     let s = Server::example();
     let mut c = connect(&s);
