@@ -71,6 +71,47 @@ fn query_split_across_writes() {
 }
 
 #[test]
+fn long_queries_past_the_starting_buffer() {
+    // The read buffer starts at 514 octets and grows to the message: a
+    // 4,000-octet query (OPT padding), split across writes, then two long
+    // ones pipelined with a short one between them, all answered in order.
+    let s = Server::example();
+    let mut c = connect(&s);
+    let long = |id: u16, len: usize| {
+        let q = QueryBuilder::new("www.example.test", A).id(id).edns(1232);
+        let pad = len - q.wire_len() - 4;
+        let q = q
+            .option(&meridian_wire::build::option(12, &vec![0; pad]))
+            .build();
+        assert_eq!(q.len(), len);
+        framed(&q)
+    };
+    let f = long(1, 4000);
+    for piece in [&f[..300], &f[300..700], &f[700..]] {
+        c.write_all(piece).unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    let r = Resp::new(tcp_recv(&mut c).expect("the long query answered"));
+    assert_eq!((r.hdr().id, addrs(&r.msg)), (1, vec!["192.0.2.1".into()]));
+    let mut burst = long(2, 3000);
+    burst.extend(framed(
+        &QueryBuilder::new("www.example.test", A).id(3).build(),
+    ));
+    burst.extend(long(4, 60000));
+    c.write_all(&burst).unwrap();
+    for id in [2, 3, 4] {
+        let r = Resp::new(tcp_recv(&mut c).expect("pipelined answer"));
+        assert_eq!((r.hdr().id, addrs(&r.msg)), (id, vec!["192.0.2.1".into()]));
+    }
+    // And a short one after them, on the buffer given back.
+    let r = ask_on(
+        &mut c,
+        &QueryBuilder::new("www.example.test", A).id(5).build(),
+    );
+    assert_eq!(r.map(|r| r.hdr().id), Some(5));
+}
+
+#[test]
 fn several_queries_on_one_connection() {
     let s = Server::example();
     let mut c = connect(&s);
@@ -158,27 +199,47 @@ fn a_busy_connection_outlives_the_idle_timeout() {
 }
 
 #[test]
-fn connection_cap() {
+fn connection_cap_closes_the_longest_idle_for_a_new_client() {
     // tests/data/tcp_max.toml: tcp_max_connections = 2.
     let s = Server::start(&data("tcp_max.toml"), &[]);
     let q = QueryBuilder::new("www.example.test", A).id(7).build();
     let mut c1 = connect(&s);
-    let mut c2 = connect(&s);
     assert!(ask_on(&mut c1, &q).is_some());
+    std::thread::sleep(Duration::from_millis(50));
+    let mut c2 = connect(&s);
     assert!(ask_on(&mut c2, &q).is_some());
-    // The third is closed without an answer.
+    // A third client with a query is served (RFC 7766 §6.2.3), and the
+    // connection idle the longest, c1, is closed to make room for it.
+    let mut c3 = connect(&s);
+    assert!(ask_on(&mut c3, &q).is_some(), "a third client was refused");
+    assert!(
+        closed_within(&mut c1, Duration::from_secs(1)).is_some(),
+        "the oldest idle connection is still open"
+    );
+    // The most recently used still works, and UDP is not affected.
+    assert!(ask_on(&mut c2, &q).is_some());
+    assert!(s.alive());
+}
+
+#[test]
+fn connection_cap_with_none_idle_refuses_the_new_client() {
+    // Both slots hold a started message (one octet of its length): not idle,
+    // so a third connection is closed without an answer until they go.
+    let s = Server::start(&data("tcp_max.toml"), &[]);
+    let q = QueryBuilder::new("www.example.test", A).id(7).build();
+    let mut busy: Vec<TcpStream> = (0..2).map(|_| connect(&s)).collect();
+    for c in busy.iter_mut() {
+        c.write_all(&[0]).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(50));
     let mut c3 = connect(&s);
     assert!(
         ask_on(&mut c3, &q).is_none(),
         "a third connection was served"
     );
-    // The first two still work.
-    assert!(ask_on(&mut c1, &q).is_some());
-    assert!(ask_on(&mut c2, &q).is_some());
-    // UDP is not affected.
     assert!(s.alive());
     // Closing one makes room for another.
-    drop(c1);
+    drop(busy.pop());
     let t0 = Instant::now();
     loop {
         let mut c4 = connect(&s);

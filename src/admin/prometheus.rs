@@ -194,6 +194,12 @@ impl Collector for Counters {
         )?;
         single(
             &mut enc,
+            "meridian_tcp_evicted",
+            "Idle TCP connections closed to make room for a new one at the cap.",
+            load(&m.tcp_evicted),
+        )?;
+        single(
+            &mut enc,
             "meridian_tcp_timeouts",
             "TCP connections closed by the idle or read timeout.",
             load(&m.tcp_timeouts),
@@ -207,6 +213,23 @@ impl Collector for Counters {
         )?;
         counter(&mut f, &[("action", "dropped")], load(&m.rrl_dropped))?;
         counter(&mut f, &[("action", "slipped")], load(&m.rrl_slipped))?;
+
+        let mut f = family(
+            &mut enc,
+            "meridian_udp_dropped",
+            "UDP datagrams dropped unanswered before parsing, by reason.",
+            MetricType::Counter,
+        )?;
+        counter(
+            &mut f,
+            &[("reason", "truncated")],
+            load(&m.udp_dropped_truncated),
+        )?;
+        counter(
+            &mut f,
+            &[("reason", "source_port_0")],
+            load(&m.udp_dropped_port_0),
+        )?;
 
         health(&mut enc, &e)
     }

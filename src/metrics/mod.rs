@@ -129,14 +129,21 @@ pub struct Metrics {
     pub qtype: [AtomicU64; QTYPES.len() + 1],
     /// ECS responses by returned scope prefix length (0..=128).
     pub scope: [AtomicU64; 129],
-    /// TCP connections closed at once because `tcp_max_connections` were open.
+    /// TCP connections closed at once because `tcp_max_connections` were
+    /// open and none of them was idle.
     pub tcp_rejected: AtomicU64,
+    /// Idle TCP connections closed to make room for a new one at the cap.
+    pub tcp_evicted: AtomicU64,
     /// TCP connections closed by the idle or read timeout.
     pub tcp_timeouts: AtomicU64,
     /// UDP responses withheld by rate limiting.
     pub rrl_dropped: AtomicU64,
     /// UDP responses over the rate limit sent truncated instead (slipped).
     pub rrl_slipped: AtomicU64,
+    /// UDP datagrams dropped unread: longer than the receive buffer.
+    pub udp_dropped_truncated: AtomicU64,
+    /// UDP datagrams dropped unread: from source port 0, which no reply reaches.
+    pub udp_dropped_port_0: AtomicU64,
     /// Reloads that swapped in a new engine.
     pub reloads_ok: AtomicU64,
     /// Reloads that failed (the old engine kept serving).
@@ -166,9 +173,12 @@ impl Metrics {
             qtype: std::array::from_fn(|_| AtomicU64::new(0)),
             scope: std::array::from_fn(|_| AtomicU64::new(0)),
             tcp_rejected: AtomicU64::new(0),
+            tcp_evicted: AtomicU64::new(0),
             tcp_timeouts: AtomicU64::new(0),
             rrl_dropped: AtomicU64::new(0),
             rrl_slipped: AtomicU64::new(0),
+            udp_dropped_truncated: AtomicU64::new(0),
+            udp_dropped_port_0: AtomicU64::new(0),
             reloads_ok: AtomicU64::new(0),
             reloads_failed: AtomicU64::new(0),
             zone_loads: AtomicU64::new(0),

@@ -12,6 +12,12 @@
 //!   and the syscall, so no raw pointer outlives a borrow (Stacked Borrows).
 //! - A response length never exceeds the slot size (`set_response_len`
 //!   checks), so the kernel never reads past a send buffer.
+//! - Each slot has a fixed control buffer (`Ctl`): on a wildcard socket
+//!   (IP_PKTINFO / IPV6_RECVPKTINFO set) `recv` reads the address the
+//!   datagram was sent to from it, and `send` writes that address back as
+//!   the reply's source (IP_PKTINFO / IPV6_PKTINFO), so that a query to a
+//!   secondary address is not answered from another one (RFC 1122
+//!   §4.1.3.5: reply from the address the request was sent to).
 
 use std::io;
 use std::mem::size_of;
@@ -20,6 +26,21 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 
 /// Size of the address buffer handed to the kernel for each datagram.
 const NAMELEN: libc::socklen_t = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+
+/// One slot's control buffer: room for a pktinfo message of either family
+/// (40 octets for IPv6 on 64-bit) and one more; u64s for cmsghdr alignment.
+type Ctl = [u64; 12];
+const CTL_LEN: usize = size_of::<Ctl>();
+
+/// The local address a datagram was sent to, from its pktinfo, and the
+/// interface it came in on (needed only to reply from an IPv6 link-local).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Local {
+    None,
+    /// Octets in network order.
+    V4([u8; 4]),
+    V6([u8; 16], u32),
+}
 
 /// The buffers for up to `capacity` datagrams: for each slot a request
 /// buffer, a response buffer, the peer address and lengths; plus a queue
@@ -39,6 +60,10 @@ pub(super) struct Batch {
     /// Whether the datagram was longer than its buffer (MSG_TRUNC).
     truncated: Vec<bool>,
     tx_lens: Vec<usize>,
+    /// Control buffer of each slot: pktinfo in on `recv`, out on `send`.
+    ctl: Vec<Ctl>,
+    /// Where each datagram was sent to, when the socket reports it.
+    local: Vec<Local>,
     /// `queue[..queued]`: slots whose response `send` writes, in order.
     queue: Vec<usize>,
     queued: usize,
@@ -69,6 +94,8 @@ impl Batch {
             rx_lens: vec![0; capacity],
             truncated: vec![false; capacity],
             tx_lens: vec![0; capacity],
+            ctl: vec![[0; 12]; capacity],
+            local: vec![Local::None; capacity],
             queue: vec![0; capacity],
             queued: 0,
             received: 0,
@@ -100,8 +127,11 @@ impl Batch {
         }
         let iov = self.iov.as_mut_ptr();
         let addrs = self.addrs.as_mut_ptr();
+        let ctl = self.ctl.as_mut_ptr();
         for (i, h) in self.hdr.iter_mut().enumerate() {
             arm(h, addrs.wrapping_add(i), NAMELEN, iov.wrapping_add(i));
+            h.msg_hdr.msg_control = ctl.wrapping_add(i).cast();
+            h.msg_hdr.msg_controllen = CTL_LEN as _;
         }
         let hdr = self.hdr.as_mut_ptr();
         let flags = if wait {
@@ -113,7 +143,8 @@ impl Batch {
         // points at `cap` headers, as many as `vlen` says. Each header's
         // msg_name points at its own `addrs[i]` with msg_namelen its size,
         // and its msg_iov at its own `iov[i]`, which covers the `slot`
-        // bytes of request buffer i inside `rx`; no control data. All those
+        // bytes of request buffer i inside `rx`, and its msg_control at its
+        // own `ctl[i]` with msg_controllen its size. All those
         // pointers were derived above from the Vecs, which are not resized
         // or touched through a reference until the call returns, so the
         // kernel's writes stay inside live, exclusively owned memory. A
@@ -124,10 +155,15 @@ impl Batch {
             return Err(io::Error::last_os_error());
         }
         let n = (n as usize).min(cap);
-        for (i, h) in self.hdr[..n].iter().enumerate() {
+        for i in 0..n {
+            let h = &self.hdr[i];
             self.rx_lens[i] = (h.msg_len as usize).min(self.slot);
             self.namelens[i] = h.msg_hdr.msg_namelen.min(NAMELEN);
             self.truncated[i] = h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
+            // usize on glibc, u32 on musl.
+            #[allow(clippy::unnecessary_cast)]
+            let len = (h.msg_hdr.msg_controllen as usize).min(CTL_LEN);
+            self.local[i] = pktinfo(&mut self.ctl[i], len);
         }
         self.received = n;
         Ok(n)
@@ -142,9 +178,7 @@ impl Batch {
     }
 
     /// Whether datagram `i` was longer than its buffer, so that `request`
-    /// holds only its first bytes. Unused until the worker decides what
-    /// to do with such datagrams (drop or FORMERR).
-    #[allow(dead_code)]
+    /// holds only its first bytes (the worker drops it).
     pub(super) fn truncated(&self, i: usize) -> bool {
         assert!(i < self.received);
         self.truncated[i]
@@ -155,6 +189,14 @@ impl Batch {
     pub(super) fn peer(&self, i: usize) -> Option<SocketAddr> {
         assert!(i < self.received);
         sockaddr(&self.addrs[i])
+    }
+
+    /// The address datagram `i` was sent to, if the socket reports it (a
+    /// wildcard socket with pktinfo on); its reply leaves from there.
+    #[cfg(test)]
+    pub(super) fn local(&self, i: usize) -> Local {
+        assert!(i < self.received);
+        self.local[i]
     }
 
     /// Datagram `i` and its whole response buffer, to answer into.
@@ -225,15 +267,20 @@ impl Batch {
         }
         let iov = self.iov.as_mut_ptr();
         let addrs = self.addrs.as_mut_ptr();
+        let ctl = self.ctl.as_mut_ptr();
         for k in from..self.queued {
             let i = self.queue[k];
             let namelen = self.namelens[i];
-            arm(
-                &mut self.hdr[k],
-                addrs.wrapping_add(i),
-                namelen,
-                iov.wrapping_add(k),
-            );
+            let h = &mut self.hdr[k];
+            arm(h, addrs.wrapping_add(i), namelen, iov.wrapping_add(k));
+            let c = ctl.wrapping_add(i);
+            // SAFETY: `c` points at `ctl[i]` (i < capacity), derived above
+            // from the Vec, with no reference into it alive.
+            let len = unsafe { put_pktinfo(c, self.local[i]) };
+            if len > 0 {
+                h.msg_hdr.msg_control = c.cast();
+                h.msg_hdr.msg_controllen = len as _;
+            }
         }
         let hdr = self.hdr.as_mut_ptr().wrapping_add(from);
         // SAFETY: `fd` is an open socket for the call (BorrowedFd). `hdr`
@@ -243,7 +290,9 @@ impl Batch {
         // asserts, with the length the kernel gave) and points at its own
         // `iov[k]`, which covers the first `tx_lens[i]` bytes of response
         // buffer i inside `tx` (at most `slot`, checked by
-        // `set_response_len`); no control data. The pointers were
+        // `set_response_len`); its control data, if any, is the pktinfo
+        // message `put_pktinfo` wrote in its own `ctl[i]`, msg_controllen
+        // long (at most `CTL_LEN`). The pointers were
         // derived above from the Vecs, which are not resized or touched
         // through a reference until the call returns; the kernel reads the
         // buffers and writes only `msg_len` in the headers.
@@ -271,6 +320,108 @@ fn arm(
     m.msg_control = std::ptr::null_mut();
     m.msg_controllen = 0;
     m.msg_flags = 0;
+}
+
+/// The destination of a received datagram, from the pktinfo message among
+/// the first `len` octets of its control buffer.
+fn pktinfo(ctl: &mut Ctl, len: usize) -> Local {
+    // SAFETY: msghdr is a C struct of integers and pointers; zero is valid.
+    let mut m: libc::msghdr = unsafe { std::mem::zeroed() };
+    m.msg_control = ctl.as_mut_ptr().cast();
+    m.msg_controllen = len.min(CTL_LEN) as _;
+    let mut local = Local::None;
+    // SAFETY: `m` describes the first `len` octets of `ctl`, which live and
+    // are initialised (zeroed in `new`, then written by the kernel) for the
+    // whole loop; CMSG_FIRSTHDR / CMSG_NXTHDR return only headers that lie
+    // inside those octets (or null), CMSG_DATA points into the header's own
+    // message, and its payload is read unaligned only when cmsg_len says
+    // it holds the whole pktinfo struct.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&m);
+        while !c.is_null() {
+            let data = libc::CMSG_DATA(c);
+            let have = ((*c).cmsg_len as usize).saturating_sub(data.offset_from(c.cast()) as usize);
+            match ((*c).cmsg_level, (*c).cmsg_type) {
+                (libc::IPPROTO_IP, libc::IP_PKTINFO) if have >= size_of::<libc::in_pktinfo>() => {
+                    let p: libc::in_pktinfo = std::ptr::read_unaligned(data.cast());
+                    // The local address the kernel would answer from: the
+                    // header destination for a unicast one, the interface's
+                    // address for a broadcast.
+                    local = Local::V4(p.ipi_spec_dst.s_addr.to_ne_bytes());
+                }
+                (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO)
+                    if have >= size_of::<libc::in6_pktinfo>() =>
+                {
+                    let p: libc::in6_pktinfo = std::ptr::read_unaligned(data.cast());
+                    local = Local::V6(p.ipi6_addr.s6_addr, p.ipi6_ifindex);
+                }
+                _ => {}
+            }
+            c = libc::CMSG_NXTHDR(&m, c);
+        }
+    }
+    local
+}
+
+/// Writes the pktinfo message that makes a reply leave from `local` at the
+/// start of the control buffer `c`, and returns its length (0 for none).
+///
+/// # Safety
+/// `c` must point at a live `Ctl` that no reference aliases.
+unsafe fn put_pktinfo(c: *mut Ctl, local: Local) -> usize {
+    let (level, ty, plen) = match local {
+        Local::None => return 0,
+        Local::V4(_) => (
+            libc::IPPROTO_IP,
+            libc::IP_PKTINFO,
+            size_of::<libc::in_pktinfo>(),
+        ),
+        Local::V6(..) => (
+            libc::IPPROTO_IPV6,
+            libc::IPV6_PKTINFO,
+            size_of::<libc::in6_pktinfo>(),
+        ),
+    };
+    // SAFETY: CMSG_SPACE is arithmetic only.
+    let space = unsafe { libc::CMSG_SPACE(plen as u32) } as usize;
+    debug_assert!(space <= CTL_LEN);
+    // SAFETY: the caller's contract: `c` is a live, unaliased Ctl of CTL_LEN octets, more
+    // than `space`, aligned for cmsghdr (u64s); the header goes at its start
+    // and the payload at CMSG_DATA, inside `space`.
+    unsafe {
+        let h = c.cast::<libc::cmsghdr>();
+        std::ptr::write_bytes(c.cast::<u8>(), 0, space);
+        (*h).cmsg_len = libc::CMSG_LEN(plen as u32) as _;
+        (*h).cmsg_level = level;
+        (*h).cmsg_type = ty;
+        let data = libc::CMSG_DATA(h);
+        match local {
+            Local::V4(a) => std::ptr::write_unaligned(
+                data.cast(),
+                libc::in_pktinfo {
+                    ipi_ifindex: 0,
+                    ipi_spec_dst: libc::in_addr {
+                        s_addr: u32::from_ne_bytes(a),
+                    },
+                    ipi_addr: libc::in_addr { s_addr: 0 },
+                },
+            ),
+            Local::V6(a, ifindex) => {
+                // The interface matters only for a link-local source;
+                // otherwise the route picks it, as for any reply.
+                let link_local = a[0] == 0xfe && a[1] & 0xc0 == 0x80;
+                std::ptr::write_unaligned(
+                    data.cast(),
+                    libc::in6_pktinfo {
+                        ipi6_addr: libc::in6_addr { s6_addr: a },
+                        ipi6_ifindex: if link_local { ifindex } else { 0 },
+                    },
+                )
+            }
+            Local::None => {}
+        }
+    }
+    space
 }
 
 fn sockaddr(sa: &libc::sockaddr_storage) -> Option<SocketAddr> {
@@ -376,6 +527,32 @@ mod tests {
         }
         assert_eq!(got, vec![b"eno".to_vec(), vec![7u8; 64], b"eerht".to_vec()]);
         assert_eq!(b.send(server.as_fd(), b.queued()).unwrap(), 0);
+    }
+
+    /// A wildcard socket with IP_PKTINFO: the destination of each datagram
+    /// is read, and its reply leaves from that address, not the route's.
+    #[test]
+    fn wildcard_reply_leaves_from_the_destination() {
+        let server = UdpSocket::bind("0.0.0.0:0").unwrap();
+        set_int_option(server.as_fd(), libc::IPPROTO_IP, libc::IP_PKTINFO, 1).unwrap();
+        let port = server.local_addr().unwrap().port();
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
+        let mut b = Batch::new(2, 64);
+        for dst in ["127.0.0.1", "127.0.0.9"] {
+            let to: SocketAddr = format!("{dst}:{port}").parse().unwrap();
+            client.send_to(b"ping", to).unwrap();
+            assert_eq!(b.recv(server.as_fd(), true).unwrap(), 1);
+            let want: std::net::Ipv4Addr = dst.parse().unwrap();
+            assert_eq!(b.local(0), Local::V4(want.octets()));
+            b.queue_response(0, 4);
+            assert_eq!(b.send(server.as_fd(), 0).unwrap(), 1);
+            let mut buf = [0u8; 16];
+            let (_, from) = client.recv_from(&mut buf).unwrap();
+            assert_eq!(from, to);
+        }
     }
 
     #[test]

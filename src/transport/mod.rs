@@ -7,9 +7,10 @@
 //! batch (32 datagrams) and its rate-limit table (fixed size, see `rrl`);
 //! what it cannot take waits in the socket's kernel buffer (4 MiB) and a
 //! flood beyond that is dropped by the kernel. TCP holds at most
-//! `tcp_max_connections` connections, each with one 64 KiB read buffer and
-//! one response buffer; a client that does not read its answers is closed
-//! by the write timeout rather than buffered for. Connections that stall are
+//! `tcp_max_connections` connections (at the cap the longest idle is closed
+//! for a new one), each with a read buffer sized to its message and a
+//! queue of responses not yet written; a client that does not read its
+//! answers is closed by the write timeout rather than buffered for. Connections that stall are
 //! closed by the read and idle timeouts, which drop to `BUSY_TIMEOUT` while
 //! more than half of the slots are taken (as NSD does), so slow clients
 //! cannot hold the slots against others.

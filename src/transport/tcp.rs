@@ -1,6 +1,9 @@
 //! DNS over TCP (RFC 1035 §4.2.2, RFC 7766): 2-byte length framing, many
 //! queries per connection answered in order, idle and read timeouts that
-//! shrink while the connection slots run short, and a connection cap.
+//! shrink while the connection slots run short, and a connection cap at
+//! which the connection idle the longest is closed for a new one (RFC 7766
+//! §6.2.3). A connection's buffers are sized to its messages and returned
+//! when it goes idle, so idle connections cost little memory.
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
@@ -11,6 +14,8 @@ use std::time::{Duration, Instant};
 use socket2::{Protocol, Type};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use tokio::sync::Notify;
+
 use super::state::ServerState;
 use crate::answer::{Outcome, Scratch, Transport};
 
@@ -19,7 +24,17 @@ thread_local! {
     /// so connections on one thread take turns with it. Rotation and the
     /// random generator are per thread, as on the UDP workers.
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+    /// The response buffer of this runtime thread (the largest message),
+    /// for the same reason: not one per connection.
+    static RESP: RefCell<Vec<u8>> = RefCell::new(vec![0; 65535]);
 }
+
+/// A connection's read buffer to start with and to go back to when idle:
+/// the length prefix and a query of 512 octets (most are far shorter). It
+/// grows to the length of a longer message, up to 2 + 65535.
+const IN_START: usize = 2 + 512;
+/// The response queue a connection keeps when idle; larger is freed.
+const OUT_KEEP: usize = 4096;
 
 /// Bind a non-blocking TCP listener with SO_REUSEPORT (so that a new
 /// instance can take over the port), IPv6-only for an IPv6 address.
@@ -86,20 +101,64 @@ pub async fn tcp_listener(shared: Arc<ServerState>, listener: std::net::TcpListe
     }
 }
 
-/// Serve a new connection, or close it at once when every slot is taken.
+/// Serve a new connection. When every slot is taken, close the connection
+/// idle the longest to make room (its slot frees as soon as its task sees
+/// the signal, so the count may pass the cap by the evictions in flight);
+/// with none idle, close the new one at once.
 fn spawn_conn(shared: &Arc<ServerState>, stream: tokio::net::TcpStream, peer: SocketAddr) {
     let max = shared.engine.load().settings.tcp_max_connections;
     if shared.tcp_conns.fetch_add(1, Ordering::Relaxed) >= max {
-        shared.tcp_conns.fetch_sub(1, Ordering::Relaxed);
-        shared.metrics.tcp_rejected.fetch_add(1, Ordering::Relaxed);
-        drop(stream);
-        return;
+        if !shared.evict_oldest_idle() {
+            shared.tcp_conns.fetch_sub(1, Ordering::Relaxed);
+            shared.metrics.tcp_rejected.fetch_add(1, Ordering::Relaxed);
+            drop(stream);
+            return;
+        }
+        shared.metrics.tcp_evicted.fetch_add(1, Ordering::Relaxed);
     }
+    // Idle from the start: a client that connects and sends nothing is the
+    // first to go, before the ones that have asked something since.
+    let close = Arc::new(Notify::new());
+    let key = shared.idle().insert(close.clone());
     let shared = shared.clone();
     tokio::spawn(async move {
-        let _ = tcp_conn(&shared, stream, peer).await;
+        let mut slot = IdleSlot {
+            shared: &shared,
+            key: Some(key),
+            close,
+        };
+        let _ = tcp_conn(&shared, stream, peer, &mut slot).await;
+        drop(slot);
         shared.tcp_conns.fetch_sub(1, Ordering::Relaxed);
     });
+}
+
+/// A connection's place in `ServerState::tcp_idle` while it waits with
+/// nothing buffered, and the signal that closes it from there.
+struct IdleSlot<'a> {
+    shared: &'a ServerState,
+    key: Option<u64>,
+    close: Arc<Notify>,
+}
+
+impl IdleSlot<'_> {
+    fn idle(&mut self) {
+        if self.key.is_none() {
+            self.key = Some(self.shared.idle().insert(self.close.clone()));
+        }
+    }
+
+    fn busy(&mut self) {
+        if let Some(k) = self.key.take() {
+            self.shared.idle().remove(k);
+        }
+    }
+}
+
+impl Drop for IdleSlot<'_> {
+    fn drop(&mut self) {
+        self.busy();
+    }
 }
 
 /// The idle and read timeouts while more than half of the connection slots
@@ -137,6 +196,7 @@ async fn tcp_conn(
     shared: &ServerState,
     mut stream: tokio::net::TcpStream,
     peer: SocketAddr,
+    slot: &mut IdleSlot<'_>,
 ) -> std::io::Result<()> {
     let _ = stream.set_nodelay(true);
     let lim = {
@@ -155,12 +215,14 @@ async fn tcp_conn(
         }
     };
     let mut outcome = Outcome::default();
-    // One whole message (2-octet length + up to 65535) always fits.
-    let mut inb = vec![0u8; 2 + 65535];
+    // Grown to hold the message being read whole (see IN_START).
+    let mut inb = vec![0u8; IN_START];
     let mut have = 0usize;
-    let mut resp = vec![0u8; 65535];
-    let mut out: Vec<u8> = Vec::with_capacity(OUT_FLUSH + 2 + 65535);
+    let mut out: Vec<u8> = Vec::new();
     let mut answered = 0usize;
+    // Chosen to make room at the cap while a query was arriving: close once
+    // what it sent is answered.
+    let mut evicted = false;
     // Start of the idle wait, or of the partial message now in the buffer.
     let mut since = Instant::now();
     // When this connection, idle, first saw the shutdown.
@@ -179,25 +241,23 @@ async fn tcp_conn(
                 break;
             }
             let engine = shared.engine.load();
+            let msg = &inb[off + 2..off + 2 + len];
             let r = SCRATCH.with_borrow_mut(|scratch| {
-                engine.answer(
-                    &inb[off + 2..off + 2 + len],
-                    t,
-                    scratch,
-                    &mut resp,
-                    &mut outcome,
-                )
+                RESP.with_borrow_mut(|resp| {
+                    let r = engine.answer(msg, t, scratch, resp, &mut outcome);
+                    if let Some(n) = r {
+                        out.extend_from_slice(&(n as u16).to_be_bytes());
+                        out.extend_from_slice(&resp[..n]);
+                    }
+                    r
+                })
             });
             shared
                 .metrics
                 .record_one(&outcome, r.is_some(), &engine.pool_answers);
             off += 2 + len;
             match r {
-                Some(n) => {
-                    out.extend_from_slice(&(n as u16).to_be_bytes());
-                    out.extend_from_slice(&resp[..n]);
-                    answered += 1;
-                }
+                Some(_) => answered += 1,
                 // Nothing can be answered on this stream: close it.
                 None => close = true,
             }
@@ -213,11 +273,13 @@ async fn tcp_conn(
             inb.copy_within(off..have, 0);
             have -= off;
             since = Instant::now();
+            // Not idle since it connected: its age starts again.
+            slot.busy();
         }
         if !out.is_empty() {
             write_out(&mut stream, &mut out, lim.read).await?;
         }
-        if close {
+        if close || (evicted && have == 0) {
             let _ = stream.shutdown().await;
             return Ok(());
         }
@@ -252,6 +314,27 @@ async fn tcp_conn(
                 return Ok(());
             }
         }
+        if have == 0 {
+            // Idle: give back what a long message or burst took, and be a
+            // candidate for closing at the cap.
+            if inb.len() > IN_START {
+                inb.truncate(IN_START);
+                inb.shrink_to_fit();
+            }
+            if out.capacity() > OUT_KEEP {
+                out = Vec::new();
+            }
+            slot.idle();
+        } else {
+            slot.busy();
+            // Room for the whole message that has started.
+            if have >= 2 {
+                let need = 2 + u16::from_be_bytes([inb[0], inb[1]]) as usize;
+                if inb.len() < need {
+                    inb.resize(need, 0);
+                }
+            }
+        }
         // Wait for more, within the timeout that applies now.
         let mut limit = if have == 0 { lim.idle } else { lim.read };
         if lim.busy(shared) {
@@ -281,6 +364,14 @@ async fn tcp_conn(
                 Err(e) => return Err(e),
             },
             _ = tokio::time::sleep_until(wake.into()) => {}
+            // Closed for a new client at the cap.
+            _ = slot.close.notified() => {
+                slot.busy();
+                if have == 0 {
+                    return Ok(());
+                }
+                evicted = true;
+            }
         }
     }
 }

@@ -25,6 +25,9 @@ pub fn bind_udp(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
     // A bounded buffer: bursts queue in the kernel, floods are dropped there.
     let _ = s.set_recv_buffer_size(4 << 20);
     dont_fragment(&s, addr.is_ipv6());
+    if addr.ip().is_unspecified() {
+        reply_from_destination(&s, addr.is_ipv6())?;
+    }
     s.bind(&addr.into())?;
     s.set_read_timeout(Some(Duration::from_millis(200)))?;
     Ok(s.into())
@@ -52,6 +55,20 @@ fn dont_fragment(s: &Socket, v6: bool) {
     }
 }
 
+/// On a wildcard socket, have the kernel report each datagram's destination
+/// (`mmsg` sends the reply from it). Without it a query to a secondary
+/// address is answered from the route's source and clients drop the reply,
+/// so a socket that cannot have it is refused, as gdnsd does.
+fn reply_from_destination(s: &Socket, v6: bool) -> std::io::Result<()> {
+    use std::os::fd::AsFd;
+    let (level, opt) = if v6 {
+        (libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO)
+    } else {
+        (libc::IPPROTO_IP, libc::IP_PKTINFO)
+    };
+    set_int_option(s.as_fd(), level, opt, 1)
+}
+
 const BATCH: usize = 32;
 const FLUSH_EVERY: Duration = Duration::from_millis(10);
 const BUF: usize = 4096;
@@ -70,6 +87,7 @@ pub fn udp_worker(shared: Arc<ServerState>, sock: std::net::UdpSocket, share: us
     let mut local = crate::metrics::Local::default();
     let mut last_flush = std::time::Instant::now();
     let mut rrl: Option<Limiter> = None;
+    let mut dropped = Dropped::default();
     loop {
         let stopping = shared.shutdown.load(Ordering::Relaxed);
         // Block for the first datagram, then take whatever else is queued;
@@ -79,6 +97,7 @@ pub fn udp_worker(shared: Arc<ServerState>, sock: std::net::UdpSocket, share: us
             _ => {
                 local.flush(&shared.metrics);
                 flush_rrl(&shared, &mut rrl);
+                dropped.flush(&shared);
                 if stopping {
                     break;
                 }
@@ -94,12 +113,22 @@ pub fn udp_worker(shared: Arc<ServerState>, sock: std::net::UdpSocket, share: us
         }
         let now = rrl.as_ref().map(|l| l.now_ms()).unwrap_or(0);
         for i in 0..n {
-            let Some(src) = batch.peer(i).map(|a| a.ip()) else {
+            let Some(peer) = batch.peer(i) else {
                 continue;
             };
-            // A datagram longer than BUF arrives cut short
-            // (`batch.truncated(i)`); it is still answered from the bytes
-            // that fit, as before, until drop vs FORMERR is decided.
+            // No reply can reach port 0 (and a spoofed one would aim it
+            // at a service): drop, as gdnsd and hickory do.
+            if peer.port() == 0 {
+                dropped.port_0 += 1;
+                continue;
+            }
+            // Longer than BUF (more than any EDNS client may send us):
+            // the kernel cut it, and its first BUF octets are not the query.
+            if batch.truncated(i) {
+                dropped.truncated += 1;
+                continue;
+            }
+            let src = peer.ip();
             let t = Transport { src, tcp: false };
             let (req, resp) = batch.slot(i);
             let r = engine.answer(req, t, &mut scratch, resp, &mut outcome);
@@ -147,6 +176,28 @@ pub fn udp_worker(shared: Arc<ServerState>, sock: std::net::UdpSocket, share: us
             last_flush = std::time::Instant::now();
             local.flush(&shared.metrics);
             flush_rrl(&shared, &mut rrl);
+            dropped.flush(&shared);
+        }
+    }
+}
+
+/// Datagrams a worker dropped unread since its last flush.
+#[derive(Default)]
+struct Dropped {
+    truncated: u64,
+    port_0: u64,
+}
+
+impl Dropped {
+    fn flush(&mut self, shared: &ServerState) {
+        let m = &shared.metrics;
+        for (n, total) in [
+            (&mut self.truncated, &m.udp_dropped_truncated),
+            (&mut self.port_0, &m.udp_dropped_port_0),
+        ] {
+            if *n > 0 {
+                total.fetch_add(std::mem::take(n), Ordering::Relaxed);
+            }
         }
     }
 }
