@@ -16,6 +16,11 @@
 //! The table is hashed with a per-process random seed and is 2-way set
 //! associative; a prefix that loses its slot to another starts over with a
 //! full bucket (it is only ever limited less, never more).
+//!
+//! A bucket is kept as one u64 clock value in nanoseconds (GCRA, the token
+//! bucket's equivalent), so it never wraps: a client silent for any length of
+//! time finds its bucket full (finding E8: a u32 millisecond stamp left a
+//! bucket silent for 2^31 ms empty until the clock wrapped).
 
 use std::hash::BuildHasher;
 use std::net::IpAddr;
@@ -38,18 +43,22 @@ pub enum Verdict {
 struct Bucket {
     /// Hash of the prefix; 0 = empty.
     tag: u64,
-    tokens: f32,
-    /// Milliseconds since the limiter started, at the last refill.
-    stamp: u32,
+    /// The bucket as a "theoretical arrival time" (GCRA, the token bucket
+    /// written as one clock value): nanoseconds since the limiter started at
+    /// which the bucket will be full again. A u64 never wraps (584 years),
+    /// so a bucket silent for any time is full when its client returns.
+    tat: u64,
 }
 
 /// One worker's rate limiter.
 pub struct Limiter {
     /// The `[server.rrl]` settings it was built with (the worker rebuilds it when they change).
     pub cfg: RrlConfig,
-    /// Tokens added per millisecond, and the bucket size (one second's worth).
-    per_ms: f32,
-    burst: f32,
+    /// Nanoseconds one response costs (1 s / this worker's rate).
+    interval: u64,
+    /// How far ahead of now a bucket may run: (burst - 1) responses, where
+    /// the burst is one second's worth.
+    tolerance: u64,
     table: Box<[Bucket]>,
     mask: usize,
     seed: u64,
@@ -64,12 +73,14 @@ pub struct Limiter {
 impl Limiter {
     /// `share`: the number of workers this worker shares its port with.
     pub fn new(cfg: RrlConfig, share: usize) -> Limiter {
-        let rate = cfg.responses_per_second as f32 / share.max(1) as f32;
+        let rate = cfg.responses_per_second as f64 / share.max(1) as f64;
         let n = cfg.table_size.next_power_of_two().max(2);
+        let interval = (1e9 / rate).round().max(1.0) as u64;
+        let burst = rate.max(1.0);
         Limiter {
             cfg,
-            per_ms: rate / 1000.0,
-            burst: rate.max(1.0),
+            interval,
+            tolerance: ((burst - 1.0) * interval as f64) as u64,
             table: vec![Bucket::default(); n].into_boxed_slice(),
             mask: n - 1,
             seed: std::collections::hash_map::RandomState::new().hash_one(0x6d65_7269_6469_616eu64),
@@ -80,9 +91,10 @@ impl Limiter {
         }
     }
 
-    /// The clock the buckets use; read once per batch of datagrams.
-    pub fn now_ms(&self) -> u32 {
-        self.epoch.elapsed().as_millis() as u32
+    /// The clock the buckets use, in milliseconds since the limiter
+    /// started; read once per batch of datagrams.
+    pub fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
     }
 
     /// The prefix of `src` that is limited as one client, hashed.
@@ -113,10 +125,17 @@ impl Limiter {
         h | 1
     }
 
-    /// Charge one response to `src`'s prefix at time `now` (see `now_ms`).
+    /// Charge one response to `src`'s prefix at time `now` (milliseconds,
+    /// see `now_ms`).
     #[inline]
-    pub fn check(&mut self, src: IpAddr, now: u32) -> Verdict {
+    pub fn check(&mut self, src: IpAddr, now: u64) -> Verdict {
         let tag = self.tag(src);
+        self.charge(tag, now)
+    }
+
+    #[inline]
+    fn charge(&mut self, tag: u64, now: u64) -> Verdict {
+        let now = now.saturating_mul(1_000_000);
         let i = (tag as usize) & self.mask;
         let j = i ^ 1;
         let slot = if self.table[i].tag == tag {
@@ -124,34 +143,21 @@ impl Limiter {
         } else if self.table[j].tag == tag {
             j
         } else {
-            // Take the empty or least recently refilled of the two.
-            let age = |b: &Bucket| {
-                if b.tag == 0 {
-                    u32::MAX
-                } else {
-                    now.wrapping_sub(b.stamp)
-                }
-            };
-            let k = if age(&self.table[i]) >= age(&self.table[j]) {
+            // Take the empty one, or the one that is fuller (older) of the two.
+            let age = |b: &Bucket| if b.tag == 0 { 0 } else { b.tat.max(1) };
+            let k = if age(&self.table[i]) <= age(&self.table[j]) {
                 i
             } else {
                 j
             };
-            self.table[k] = Bucket {
-                tag,
-                tokens: self.burst,
-                stamp: now,
-            };
+            self.table[k] = Bucket { tag, tat: now };
             k
         };
         let b = &mut self.table[slot];
-        let elapsed = now.wrapping_sub(b.stamp);
-        if elapsed > 0 && elapsed < u32::MAX / 2 {
-            b.tokens = (b.tokens + elapsed as f32 * self.per_ms).min(self.burst);
-            b.stamp = now;
-        }
-        if b.tokens >= 1.0 {
-            b.tokens -= 1.0;
+        // A bucket that has been full since before `now` starts from now.
+        let tat = b.tat.max(now);
+        if tat - now <= self.tolerance {
+            b.tat = tat + self.interval;
             return Verdict::Send;
         }
         if self.cfg.slip > 0 {
@@ -249,12 +255,37 @@ mod tests {
         assert_eq!(sent, 25);
     }
 
+    /// E8: a prefix silent for 2^31 ms + 1 s (24.9 days), then one query a
+    /// second for an hour, is never limited (the u32 clock kept such a
+    /// bucket empty until it wrapped: 5 sent, 3,595 limited).
+    #[test]
+    fn bucket_refills_after_a_long_silence() {
+        let a: IpAddr = "192.0.2.7".parse().unwrap();
+        for silence in [
+            24 * 86_400_000u64,
+            (1u64 << 31) + 1000,
+            30 * 86_400_000,
+            50 * 86_400_000,
+            400 * 86_400_000,
+        ] {
+            let mut l = Limiter::new(cfg(10, 0), 1);
+            for _ in 0..5 {
+                assert_eq!(l.check(a, 0), Verdict::Send);
+            }
+            let sent = (0..3600u64)
+                .filter(|s| l.check(a, (silence + s * 1000) as _) == Verdict::Send)
+                .count();
+            assert_eq!(sent, 3600, "after {silence} ms of silence");
+            assert_eq!(l.dropped, 0);
+        }
+    }
+
     #[test]
     fn table_stays_fixed_under_many_prefixes() {
         let mut l = Limiter::new(cfg(1, 0), 1);
         let len = l.table.len();
         for i in 0..200_000u32 {
-            l.check(IpAddr::from((i << 8).to_be_bytes()), i / 1000);
+            l.check(IpAddr::from((i << 8).to_be_bytes()), (i / 1000) as u64);
         }
         assert_eq!(l.table.len(), len);
     }
