@@ -1,7 +1,16 @@
 //! Response rate limiting for UDP, in the manner of BIND and Knot RRL: a
-//! token bucket per client prefix (/24 for IPv4, /56 for IPv6 by default),
-//! so that a spoofed flood cannot use the server as an amplifier against
-//! one network. Over the limit a response is dropped, except every `slip`-th
+//! token bucket per client prefix (/24 for IPv4, /56 for IPv6 by default)
+//! and kind of identical response, so that a spoofed flood cannot use the
+//! server as an amplifier against one network.
+//!
+//! As BIND and Knot do, responses are counted by category
+//! ([`response_key`]): the prefix, the response kind (answer, NODATA,
+//! NXDOMAIN, referral, error) and what makes responses of that kind
+//! identical: QNAME and QTYPE for answers and NODATA, the zone (the owner
+//! of the SOA in the authority section) for NXDOMAIN, the delegation point
+//! for referrals, and nothing more for errors. A resolver's prefix asking
+//! for many different names is therefore not limited, while a flood of one
+//! response (the amplification attack) is. Over the limit a response is dropped, except every `slip`-th
 //! one, which is sent truncated (TC=1, no records) so that a real client
 //! behind that prefix retries over TCP, which is never limited.
 //!
@@ -126,10 +135,18 @@ impl Limiter {
     }
 
     /// Charge one response to `src`'s prefix at time `now` (milliseconds,
-    /// see `now_ms`).
+    /// see `now_ms`), every response of the prefix in one bucket.
     #[inline]
     pub fn check(&mut self, src: IpAddr, now: u64) -> Verdict {
         let tag = self.tag(src);
+        self.charge(tag, now)
+    }
+
+    /// Charge the response `resp` to its category (`src`'s prefix and
+    /// [`response_key`]) at time `now` (milliseconds, see `now_ms`).
+    #[inline]
+    pub fn check_response(&mut self, src: IpAddr, resp: &[u8], now: u64) -> Verdict {
+        let tag = mix(self.tag(src) ^ response_key(resp)) | 1;
         self.charge(tag, now)
     }
 
@@ -171,6 +188,111 @@ impl Limiter {
         self.dropped += 1;
         Verdict::Drop
     }
+}
+
+/// The kind of a response, as RRL categories count it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u64)]
+pub enum Kind {
+    /// NOERROR with answer records.
+    Answer = 1,
+    /// NOERROR, authoritative, no answer records.
+    NoData = 2,
+    /// NXDOMAIN.
+    NxDomain = 3,
+    /// NOERROR, not authoritative, no answer records: a delegation.
+    Referral = 4,
+    /// Any other RCODE (FORMERR, SERVFAIL, REFUSED, NOTIMP, ...).
+    Error = 5,
+}
+
+/// The kind of `resp` from its header (None if it has no header).
+pub fn kind(resp: &[u8]) -> Option<Kind> {
+    if resp.len() < 12 {
+        return None;
+    }
+    let aa = resp[2] & 0x04 != 0;
+    let ancount = u16::from_be_bytes([resp[6], resp[7]]);
+    Some(match resp[3] & 0x0F {
+        0 if ancount > 0 => Kind::Answer,
+        0 if aa => Kind::NoData,
+        0 => Kind::Referral,
+        3 => Kind::NxDomain,
+        _ => Kind::Error,
+    })
+}
+
+/// The category of the response `resp` (a hash, without the client):
+/// kind, plus QNAME and QTYPE for answers and NODATA, the owner of the first
+/// authority record (the zone's SOA, or the delegation's NS) for NXDOMAIN
+/// and referrals, nothing for errors. Names are compared case-insensitively.
+/// Reads only `resp`, allocates nothing.
+pub fn response_key(resp: &[u8]) -> u64 {
+    let Some(kind) = kind(resp) else { return 0 };
+    let k = mix(kind as u64);
+    let qdcount = u16::from_be_bytes([resp[4], resp[5]]);
+    if kind == Kind::Error || qdcount != 1 {
+        return k;
+    }
+    let Some(qend) = meridian_wire::name::skip_name(resp, 12) else {
+        return k;
+    };
+    match kind {
+        Kind::Answer | Kind::NoData => {
+            let qtype = match resp.get(qend..qend + 2) {
+                Some(t) => u16::from_be_bytes([t[0], t[1]]) as u64,
+                None => return k,
+            };
+            mix(k ^ hash_name(resp, 12) ^ (qtype << 48))
+        }
+        // ANCOUNT is 0: the authority section starts after the question.
+        _ => mix(k ^ hash_name(resp, qend + 4)),
+    }
+}
+
+/// A hash of the name at `at` in `msg`, lower-cased, following compression
+/// pointers (only backwards, as `skip_name` checks); a bad name hashes what
+/// was read.
+fn hash_name(msg: &[u8], at: usize) -> u64 {
+    let mut h = 0x6e61_6d65u64;
+    let mut word = 0u64;
+    let mut n = 0u32;
+    let mut i = at;
+    let mut run = at;
+    let mut total = 0usize;
+    while let Some(&l) = msg.get(i) {
+        if l & 0xC0 == 0xC0 {
+            let Some(&lo) = msg.get(i + 1) else { break };
+            let ptr = ((l as usize & 0x3F) << 8) | lo as usize;
+            if ptr >= run {
+                break;
+            }
+            run = ptr;
+            i = ptr;
+            continue;
+        }
+        if l & 0xC0 != 0 || l == 0 {
+            break;
+        }
+        total += l as usize + 1;
+        let Some(label) = msg.get(i..i + 1 + l as usize) else {
+            break;
+        };
+        if total > 255 {
+            break;
+        }
+        for &b in label {
+            word = (word << 8) | b.to_ascii_lowercase() as u64;
+            n += 1;
+            if n == 8 {
+                h = mix(h ^ word);
+                word = 0;
+                n = 0;
+            }
+        }
+        i += 1 + l as usize;
+    }
+    mix(h ^ word ^ ((n as u64) << 60))
 }
 
 /// The splitmix64 finalizer.

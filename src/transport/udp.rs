@@ -104,7 +104,7 @@ pub fn udp_worker(shared: Arc<ServerState>, sock: std::net::UdpSocket, share: us
             let r = engine.answer(req, t, &mut scratch, resp, &mut outcome);
             local.record(&outcome, r.is_some());
             let r = match (r, rrl.as_mut()) {
-                (Some(rlen), Some(l)) => match l.check(src, now) {
+                (Some(rlen), Some(l)) => match l.check_response(src, &resp[..rlen], now) {
                     Verdict::Send => Some(rlen),
                     Verdict::Drop => None,
                     Verdict::Slip => Some(truncate_response(resp, rlen)),
