@@ -316,6 +316,7 @@ mod tests {
             ipv4_prefix: 24,
             ipv6_prefix: 56,
             table_size: 1024,
+            cookie_secret: None,
         }
     }
 
