@@ -15,8 +15,9 @@ use meridian_wire::Writer;
 
 use crate::engine::Engine;
 
-/// Octets the COOKIE option adds to a response to a query with `c`.
-pub(super) fn octets(c: Option<Cookie>) -> usize {
+/// Octets the COOKIE option adds to a response to a query with `c`
+/// (`Edns::cookie`).
+pub(super) fn octets(c: Option<(u16, u8)>) -> usize {
     if c.is_some() {
         cookie::RESPONSE_LEN
     } else {
@@ -47,17 +48,24 @@ fn now() -> u32 {
 }
 
 impl Engine {
-    /// After the OPT at `opt_at`: answer the client cookie in `c` (if any)
-    /// with a server cookie for `src`. True when `c` held a valid server
-    /// cookie of ours.
+    /// After the OPT at `opt_at`: answer the client cookie at `at` in `req`
+    /// (`Edns::cookie`, if any) with a server cookie for `src`. True when it
+    /// held a valid server cookie of ours.
     pub(super) fn put_cookie(
         &self,
         w: &mut Writer,
         opt_at: usize,
-        c: Option<Cookie>,
+        req: &[u8],
+        at: Option<(u16, u8)>,
         src: IpAddr,
     ) -> bool {
-        let Some(c) = c else { return false };
+        let Some((at, len)) = at else { return false };
+        let Some(c) = req
+            .get(at as usize..at as usize + len as usize)
+            .and_then(Cookie::parse)
+        else {
+            return false;
+        };
         let secret = self
             .settings
             .rrl

@@ -183,7 +183,7 @@ impl Engine {
                 ecs.map(|c| (c, r.scope)),
             );
             w.ar += 1;
-            *cookie_valid = self.put_cookie(&mut w, opt_at, e.cookie, t.src);
+            *cookie_valid = self.put_cookie(&mut w, opt_at, req, e.cookie, t.src);
             if ecs.is_some() {
                 outcome.scope = Some(r.scope.prefix_len());
             }

@@ -17,9 +17,11 @@ pub struct Edns {
     pub dnssec_ok: bool,
     /// A valid ECS option, if the query had one.
     pub ecs: Option<ClientSubnet>,
-    /// The COOKIE option (RFC 7873), if the query had one (a malformed one
-    /// is FORMERR).
-    pub cookie: Option<crate::cookie::Cookie>,
+    /// Where the COOKIE option's data (RFC 7873) is in the query: offset and
+    /// length, if the query had a well-formed one (a malformed one is
+    /// FORMERR). Kept as a position so that `Edns` stays small to copy;
+    /// `cookie::Cookie::parse` reads it.
+    pub cookie: Option<(u16, u8)>,
 }
 
 /// A parsed query (`Default` is an empty one to parse into). The question
@@ -250,7 +252,7 @@ fn parse_records(
             if code == crate::cookie::OPT_COOKIE {
                 // RFC 7873 §5.2.2: a malformed COOKIE (or two) is FORMERR.
                 match crate::cookie::Cookie::parse(&p[body..end]) {
-                    Some(c) if e.cookie.is_none() => e.cookie = Some(c),
+                    Some(_) if e.cookie.is_none() => e.cookie = Some((body as u16, len as u8)),
                     _ => bad_cookie = true,
                 }
             }
