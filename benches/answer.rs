@@ -75,6 +75,11 @@ fn pool_all(b: divan::Bencher) {
     run(b, vec![query("shuffle.example.test.", RecordType::A, None)]);
 }
 
+#[divan::bench(sample_count = 200, sample_size = 1000)]
+fn pool_rotate(b: divan::Bencher) {
+    run(b, vec![query("rotate.example.test.", RecordType::A, None)]);
+}
+
 /// 4096 /24s spread over the IPv4 space (deterministic).
 fn geo_queries() -> Vec<Vec<u8>> {
     let mut x: u32 = 0x9E37_79B9;

@@ -301,3 +301,89 @@ fn bad_rrl_settings_are_errors_with_their_line() {
         assert!(err.contains("rrl.toml:"), "names the file and line: {err}");
     }
 }
+
+/// Send one query for each name in `names` (ids 0..) from `sock` without
+/// waiting, then count the answers that came back in full (not truncated,
+/// with an answer record).
+fn answered(sock: &UdpSocket, server: SocketAddr, names: &[String]) -> usize {
+    exchange(sock, server, names)
+        .into_iter()
+        .filter(|r| !r.hdr().truncation && r.hdr().counts.answers == 1)
+        .count()
+}
+
+/// Like `answered`, counting every response that is not truncated.
+fn answered_any(sock: &UdpSocket, server: SocketAddr, names: &[String]) -> usize {
+    exchange(sock, server, names)
+        .into_iter()
+        .filter(|r| !r.hdr().truncation)
+        .count()
+}
+
+fn exchange(sock: &UdpSocket, server: SocketAddr, names: &[String]) -> Vec<Resp> {
+    big_receive_buffer(sock);
+    let reader = sock.try_clone().unwrap();
+    reader
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let rx = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok((len, _)) = reader.recv_from(&mut buf) {
+            got.push(buf[..len].to_vec());
+        }
+        got
+    });
+    for (i, name) in names.iter().enumerate() {
+        let mut q = Q::new(name, hickory_proto::rr::RecordType::A);
+        q.id = i as u16;
+        sock.send_to(&q.to_bytes(), server).unwrap();
+    }
+    rx.join().unwrap().into_iter().map(Resp::new).collect()
+}
+
+/// RRL counts identical responses, as BIND and Knot do: a /24 asking 200
+/// different names at once (200 responses, ten times the per-response rate
+/// of 20/s) is answered in full, while the same name asked 200 times is
+/// held to about the rate.
+#[test]
+fn different_names_are_separate_categories() {
+    let dir = TempDir::new("rrl-names");
+    let mut zone = String::from(
+        "$ORIGIN many.test.\n$TTL 300\n@ SOA ns hostmaster 1 7200 1800 1209600 300\n@ NS ns\nns A 192.0.2.53\n",
+    );
+    for i in 0..200 {
+        zone.push_str(&format!("n{i} A 192.0.2.{}\n", i % 250 + 1));
+    }
+    let zf = dir.write("many.test.zone", &zone);
+    let cfg = dir.write(
+        "rrl.toml",
+        &format!(
+            "[server]\nlisten = [\"127.0.0.1:5380\"]\n\n[server.rrl]\nresponses_per_second = {RATE}\nslip = 0\n\n\
+             [[zone]]\norigin = \"many.test.\"\nfile = \"{}\"\n",
+            zf.display()
+        ),
+    );
+    let s = Server::start(&cfg, &[]);
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let names: Vec<String> = (0..200).map(|i| format!("n{i}.many.test.")).collect();
+    let got = answered(&sock, s.addr, &names);
+    assert_eq!(got, 200, "200 different names from one /24: all answered");
+    // The same name 200 times from another address of the same /24.
+    let sock = UdpSocket::bind("127.0.0.2:0").unwrap();
+    let same = vec!["n7.many.test.".to_string(); 200];
+    let got = answered(&sock, s.addr, &same);
+    assert!(
+        (RATE as usize..=2 * RATE as usize).contains(&got),
+        "one name 200 times: {got} answered, expected about {RATE}"
+    );
+    // NXDOMAIN is counted by zone: 200 different names that do not exist
+    // are one category (a random-subdomain flood is limited).
+    let sock = UdpSocket::bind("127.0.0.3:0").unwrap();
+    let missing: Vec<String> = (0..200).map(|i| format!("x{i}.many.test.")).collect();
+    let got = answered_any(&sock, s.addr, &missing);
+    assert!(
+        (RATE as usize..=2 * RATE as usize).contains(&got),
+        "200 NXDOMAIN in one zone: {got} answered, expected about {RATE}"
+    );
+}

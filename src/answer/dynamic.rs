@@ -74,16 +74,8 @@ impl Ctx<'_, '_> {
         let (pool_idx, n, ttl) = match chosen {
             Some(p) => {
                 let members = e.pools[p].family(v6);
-                let slot = binding.slot + v6 as usize;
-                let n = select(
-                    self.sel,
-                    members,
-                    binding.mode,
-                    &up,
-                    slot,
-                    e.generation,
-                    &mut out,
-                );
+                let rotation = e.pools[p].rotation(v6);
+                let n = select(self.sel, members, rotation, binding.mode, &up, &mut out);
                 let ttl = if degraded {
                     binding.degraded_ttl
                 } else {
@@ -97,27 +89,18 @@ impl Ctx<'_, '_> {
                         unreachable!("any_family checked above")
                     };
                     let members = e.pools[p].family(v6);
-                    let slot = binding.slot + v6 as usize;
+                    let rotation = e.pools[p].rotation(v6);
                     // Regardless of health, but not members the operator
                     // drained (unless that leaves none).
                     let kept = |m: &crate::pool::Member| !e.health.is_drained(m.health);
-                    let mut n = select(
-                        self.sel,
-                        members,
-                        binding.mode,
-                        &kept,
-                        slot,
-                        e.generation,
-                        &mut out,
-                    );
+                    let mut n = select(self.sel, members, rotation, binding.mode, &kept, &mut out);
                     if n == 0 {
                         n = select(
                             self.sel,
                             members,
+                            rotation,
                             binding.mode,
                             &|_| true,
-                            slot,
-                            e.generation,
                             &mut out,
                         );
                     }

@@ -20,6 +20,7 @@ use meridian_wire::*;
 
 use crate::zone::RRset;
 
+mod cookie;
 mod dynamic;
 mod lookup;
 
@@ -58,13 +59,15 @@ pub struct Transport {
 }
 
 /// Per-thread scratch space, reused across queries: the parsed query and
-/// the selector that picks pool members (its generator and rotation cursors).
+/// the selector that picks pool members (its generator).
 #[derive(Default)]
 pub struct Scratch {
     /// The query being answered.
     pub query: Query,
     /// Picks pool members for this thread.
     pub selector: Selector,
+    /// The query carried a valid server cookie (RFC 7873): RRL exempts it.
+    pub cookie_valid: bool,
 }
 
 /// Result of resolving inside the zones.
@@ -93,7 +96,12 @@ impl Engine {
         out: &mut [u8],
         outcome: &mut Outcome,
     ) -> Option<usize> {
-        let Scratch { query: q, selector } = scratch;
+        let Scratch {
+            query: q,
+            selector,
+            cookie_valid,
+        } = scratch;
+        *cookie_valid = false;
         *outcome = Outcome::default();
         let parsed = parse_query(req, q);
         let mut w = Writer::new(out);
@@ -151,7 +159,10 @@ impl Engine {
         outcome.pool = r.pool;
 
         let ecs = q.edns.and_then(|e| e.ecs);
-        let opt_octets = q.edns.map(|_| opt_len(ecs.as_ref())).unwrap_or(0);
+        let opt_octets = q
+            .edns
+            .map(|e| opt_len(ecs.as_ref()) + cookie::octets(e.cookie))
+            .unwrap_or(0);
         let mut tc = false;
         if w.overflow || w.len + opt_octets > limit {
             // RFC 2181 §9: drop whole sections rather than send a partial RRset.
@@ -163,6 +174,7 @@ impl Engine {
             outcome.truncated = true;
         }
         if let Some(e) = q.edns {
+            let opt_at = w.len;
             put_opt(
                 &mut w,
                 self.settings.edns_udp_payload,
@@ -171,6 +183,7 @@ impl Engine {
                 ecs.map(|c| (c, r.scope)),
             );
             w.ar += 1;
+            *cookie_valid = self.put_cookie(&mut w, opt_at, req, e.cookie, t.src);
             if ecs.is_some() {
                 outcome.scope = Some(r.scope.prefix_len());
             }

@@ -108,6 +108,10 @@ pub struct RrlCfg {
     /// up to a power of two; default 65 536).
     #[serde(default)]
     pub table_size: Option<Spanned<usize>>,
+    /// `[server.rrl] cookie_secret`: the DNS Cookie secret (RFC 9018), 32 hex
+    /// digits; random at start when absent. Change it and reload to rotate.
+    #[serde(default)]
+    pub cookie_secret: Option<Spanned<String>>,
 }
 
 impl Default for ServerCfg {

@@ -46,6 +46,7 @@ pub fn pool(
         v6: Vec::new(),
         location: pc.location.map(|[a, b]| (a, b)),
         min_up: pc.min_up.unwrap_or(1.0),
+        rotation: Default::default(),
     };
     if !(pool.min_up > 0.0 && (pool.min_up < 1.0 || pool.min_up.fract() == 0.0))
         || pool.min_up > MAX_MEMBERS as f64
@@ -117,5 +118,6 @@ pub fn pool(
             ));
         }
     }
+    pool.seal();
     Ok(pool)
 }

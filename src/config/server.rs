@@ -243,6 +243,8 @@ pub struct RrlConfig {
     pub ipv6_prefix: u8,
     /// Buckets per worker, a power of two.
     pub table_size: usize,
+    /// The DNS Cookie secret (`cookie_secret`); None: random at start.
+    pub cookie_secret: Option<[u8; 16]>,
 }
 
 impl RrlConfig {
@@ -296,7 +298,29 @@ impl RrlConfig {
             }
             None => DEFAULT_TABLE,
         };
+        let cookie_secret = match &r.cookie_secret {
+            None => None,
+            Some(h) => {
+                let t = h.get_ref().trim();
+                let mut k = [0u8; 16];
+                let ok = t.len() == 32
+                    && t.is_ascii()
+                    && k.iter_mut().enumerate().all(|(i, b)| {
+                        u8::from_str_radix(&t[2 * i..2 * i + 2], 16)
+                            .map(|v| *b = v)
+                            .is_ok()
+                    });
+                if !ok {
+                    return Err(src.err(
+                        h.span(),
+                        "rrl cookie_secret must be 32 hex digits (128 bits)",
+                    ));
+                }
+                Some(k)
+            }
+        };
         Ok(Some(RrlConfig {
+            cookie_secret,
             responses_per_second: rate,
             slip: r
                 .slip

@@ -157,7 +157,6 @@ pub(super) fn build(
             degraded_ttl: r.degraded_ttl,
             when_all_down: r.when_all_down,
             target,
-            slot: bindings.len() * 2,
         });
     }
 

@@ -44,8 +44,6 @@ pub struct Binding {
     pub when_all_down: AllDown,
     /// The pool, or the geo rules, the addresses come from.
     pub target: Target,
-    /// First of two rotation slots (IPv4, IPv6).
-    pub slot: usize,
 }
 
 /// What one part of a build cost.
@@ -98,7 +96,7 @@ pub struct Engine {
     pub health: Arc<HealthTable>,
     /// Distinct health check targets, in health-table order.
     pub checks: Arc<[CheckSpec]>,
-    /// Distinguishes engines across reloads (rotation restarts with a new one).
+    /// Distinguishes engines across reloads (shown by `/status`).
     pub generation: u64,
     /// Zones read from their files by this build (the others were kept).
     pub zones_loaded: usize,

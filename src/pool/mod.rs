@@ -2,15 +2,19 @@
 //! shuffled (`all`), rotated by smooth weighted round robin (`rotate`), one
 //! weighted pick (`one`) or K weighted picks without replacement (`some`).
 //!
-//! Randomness and rotation state are per thread: each worker has its own
-//! generator and its own rotation cursors, so no lock or shared cache line is
-//! touched per query. With several workers, each one rotates on its own.
+//! Randomness is per thread: each worker has its own generator. Rotation is
+//! one order per pool and family, shared by every worker: the smooth weighted
+//! round robin sequence of one period is computed when the pool is built
+//! (weights are static) and a shared counter (one relaxed `fetch_add` per
+//! rotate answer) indexes it, so clients see the same sequence whatever
+//! worker answers them.
 
 pub mod select;
 
 pub use select::{select, Selector};
 
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What to answer when every candidate pool is down.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,9 +131,96 @@ pub struct Pool {
     pub location: Option<(f64, f64)>,
     /// Members that must be up for the pool to be up (count, or fraction < 1).
     pub min_up: f64,
+    /// The `rotate` order of `v4` and `v6`; filled by [`Pool::seal`].
+    pub rotation: [Rotation; 2],
+}
+
+/// Longest rotation period kept (entries of a `u16`): weights whose sum
+/// (divided by their greatest common divisor) is larger are scaled down to
+/// fit, which keeps their proportions to within one part in this.
+pub const MAX_PERIOD: u64 = 1 << 16;
+
+/// The `rotate` order of one pool family: the members that lead one period
+/// of smooth weighted round robin (nginx), and the shared counter that says
+/// where the next answer is in it.
+#[derive(Debug, Default)]
+pub struct Rotation {
+    order: Box<[u16]>,
+    next: AtomicU64,
+}
+
+impl Clone for Rotation {
+    fn clone(&self) -> Rotation {
+        Rotation {
+            order: self.order.clone(),
+            next: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Rotation {
+    /// One period of smooth weighted round robin over `members`' weights.
+    pub fn new(members: &[Member]) -> Rotation {
+        fn gcd(a: u64, b: u64) -> u64 {
+            if b == 0 {
+                a
+            } else {
+                gcd(b, a % b)
+            }
+        }
+        let mut w: Vec<u64> = members.iter().map(|m| m.weight.max(1) as u64).collect();
+        let g = w.iter().fold(0, |g, &x| gcd(g, x)).max(1);
+        w.iter_mut().for_each(|x| *x /= g);
+        let sum: u64 = w.iter().sum();
+        if sum > MAX_PERIOD {
+            w.iter_mut()
+                .for_each(|x| *x = (*x * MAX_PERIOD / sum).max(1));
+        }
+        let total: i64 = w.iter().map(|&x| x as i64).sum();
+        let mut cur = vec![0i64; w.len()];
+        let mut order = Vec::with_capacity(total as usize);
+        for _ in 0..total {
+            let mut best = 0;
+            for (i, &x) in w.iter().enumerate() {
+                cur[i] += x as i64;
+                if cur[i] > cur[best] {
+                    best = i;
+                }
+            }
+            cur[best] -= total;
+            order.push(best as u16);
+        }
+        Rotation {
+            order: order.into_boxed_slice(),
+            next: AtomicU64::new(0),
+        }
+    }
+
+    /// The period: member indices, each leading in proportion to its weight.
+    pub fn order(&self) -> &[u16] {
+        &self.order
+    }
+
+    /// The position of this answer in the order (advances the shared counter).
+    #[inline]
+    pub fn take(&self) -> usize {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        (n % self.order.len().max(1) as u64) as usize
+    }
 }
 
 impl Pool {
+    /// Compute the rotation orders once the members are in (a pool is used
+    /// only after this).
+    pub fn seal(&mut self) {
+        self.rotation = [Rotation::new(&self.v4), Rotation::new(&self.v6)];
+    }
+
+    /// The rotation of one family: `v6` if `v6`, else `v4`.
+    pub fn rotation(&self, v6: bool) -> &Rotation {
+        &self.rotation[v6 as usize]
+    }
+
     /// The members of one family: `v6` if `v6`, else `v4`.
     pub fn family(&self, v6: bool) -> &[Member] {
         if v6 {

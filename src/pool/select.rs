@@ -3,27 +3,16 @@
 //! pick, and weighted sampling without replacement. The caller passes its
 //! [`Selector`] in, and a predicate that says which members are usable.
 //!
-//! Invariant: after a selector's first rotate answer for a (slot, pool) in a
-//! generation, picking allocates nothing.
+//! Picking allocates nothing and takes no lock; `rotate` does one relaxed
+//! atomic add on the pool's shared counter ([`Rotation`]).
 
-use super::{Member, Mode, MAX_MEMBERS};
+use super::{Member, Mode, Rotation, MAX_MEMBERS};
 
-/// The state one answering thread keeps for picking: its random generator
-/// and its rotation cursors. Each thread owns one, so picking takes no lock
-/// and touches no shared cache line; tests seed one to get exact results.
+/// The state one answering thread keeps for picking: its random generator.
+/// Each thread owns one, so picking takes no lock; tests seed one to get
+/// exact results.
 pub struct Selector {
     rng: fastrand::Rng,
-    generation: u64,
-    /// Smooth weighted round robin counters: per rotation slot, one entry per
-    /// pool answered through it (a geo name's slot sees several pools).
-    cursors: Vec<Vec<Cursor>>,
-}
-
-/// Rotation state of one pool family at one slot.
-struct Cursor {
-    /// Which member list (its address; stable until the next reload).
-    members: *const Member,
-    current: Vec<i64>,
 }
 
 impl Selector {
@@ -34,11 +23,7 @@ impl Selector {
 
     /// A selector with a given generator (tests: a fixed seed).
     pub fn with_rng(rng: fastrand::Rng) -> Selector {
-        Selector {
-            rng,
-            generation: u64::MAX,
-            cursors: Vec::new(),
-        }
+        Selector { rng }
     }
 }
 
@@ -49,15 +34,14 @@ impl Default for Selector {
 }
 
 /// Pick members of `members` by `mode` into `out` (indices into `members`).
-/// `up` says which members may be used. `slot` names this name and family's
-/// rotation cursor; `generation` resets cursors after a reload.
+/// `up` says which members may be used; `rotation` is the family's order
+/// (`Pool::rotation`), used by `rotate`.
 pub fn select(
     s: &mut Selector,
     members: &[Member],
+    rotation: &Rotation,
     mode: Mode,
     up: &impl Fn(&Member) -> bool,
-    slot: usize,
-    generation: u64,
     out: &mut [u16; MAX_MEMBERS],
 ) -> usize {
     let mut cand = [0u16; MAX_MEMBERS];
@@ -102,41 +86,32 @@ pub fn select(
             k
         }
         Mode::Rotate => {
-            if s.generation != generation {
-                s.generation = generation;
-                s.cursors.clear();
-            }
-            if s.cursors.len() <= slot {
-                s.cursors.resize_with(slot + 1, Vec::new);
-            }
-            // Allocated once per (slot, pool) and generation: a geo name
-            // whose clients get different pools keeps one cursor per pool.
-            let at = &mut s.cursors[slot];
-            let k = match at.iter().position(|c| c.members == members.as_ptr()) {
-                Some(k) => k,
-                None => {
-                    at.push(Cursor {
-                        members: members.as_ptr(),
-                        current: vec![0; members.len()],
-                    });
-                    at.len() - 1
+            // The next leader of the shared smooth weighted round robin
+            // order; when members are down, the next one in the order that
+            // is up (so the others keep their relative shares).
+            let order = rotation.order();
+            let at = rotation.take();
+            let lead = if n == members.len() || order.is_empty() {
+                match order.get(at) {
+                    Some(&m) if (m as usize) < n => m as usize,
+                    _ => 0,
                 }
+            } else {
+                let mut is_up = [0u64; MAX_MEMBERS / 64];
+                for &c in &cand[..n] {
+                    is_up[c as usize / 64] |= 1 << (c % 64);
+                }
+                let pick = (0..order.len())
+                    .map(|k| order[(at + k) % order.len()] as usize)
+                    .find(|&m| m < MAX_MEMBERS && is_up[m / 64] & (1 << (m % 64)) != 0)
+                    .unwrap_or(cand[0] as usize);
+                cand[..n]
+                    .iter()
+                    .position(|&c| c as usize == pick)
+                    .unwrap_or(0)
             };
-            let cur = &mut at[k].current;
-            // Smooth weighted round robin (nginx): the first member.
-            let mut total = 0i64;
-            let mut best = 0usize;
-            for (k, &c) in cand[..n].iter().enumerate() {
-                let w = members[c as usize].weight as i64;
-                cur[c as usize] += w;
-                total += w;
-                if cur[c as usize] > cur[cand[best] as usize] {
-                    best = k;
-                }
-            }
-            cur[cand[best] as usize] -= total;
             for i in 0..n {
-                out[i] = cand[(best + i) % n];
+                out[i] = cand[(lead + i) % n];
             }
             n
         }
@@ -176,52 +151,70 @@ mod tests {
     #[test]
     fn smooth_weighted_round_robin_order() {
         let m = members(&[5, 1, 1]);
+        let rot = Rotation::new(&m);
+        assert_eq!(rot.order(), [0, 0, 1, 0, 2, 0, 0]);
         let mut out = [0u16; MAX_MEMBERS];
         let mut sel = Selector::with_rng(fastrand::Rng::with_seed(7));
-        let firsts: Vec<u16> = (0..7)
+        let firsts: Vec<u16> = (0..14)
             .map(|_| {
-                select(&mut sel, &m, Mode::Rotate, &|_| true, 0, 7, &mut out);
+                select(&mut sel, &m, &rot, Mode::Rotate, &|_| true, &mut out);
                 out[0]
             })
             .collect();
-        assert_eq!(firsts, vec![0, 0, 1, 0, 2, 0, 0]);
+        assert_eq!(firsts, [0, 0, 1, 0, 2, 0, 0, 0, 0, 1, 0, 2, 0, 0]);
     }
 
     #[test]
-    fn pools_sharing_a_slot_rotate_independently() {
-        // A geo name uses one slot for every pool its clients are sent to.
-        let a = members(&[5, 1, 1]);
-        let b = members(&[1, 1]);
+    fn selectors_share_the_pool_order() {
+        // Two threads' selectors, one pool: one sequence between them.
+        let m = members(&[5, 1, 1]);
+        let rot = Rotation::new(&m);
         let mut out = [0u16; MAX_MEMBERS];
-        let mut sel = Selector::with_rng(fastrand::Rng::with_seed(7));
-        let mut fa = Vec::new();
-        let mut fb = Vec::new();
-        for _ in 0..7 {
-            select(&mut sel, &a, Mode::Rotate, &|_| true, 3, 9, &mut out);
-            fa.push(out[0]);
-            select(&mut sel, &b, Mode::Rotate, &|_| true, 3, 9, &mut out);
-            fb.push(out[0]);
-        }
-        assert_eq!(fa, vec![0, 0, 1, 0, 2, 0, 0]);
-        assert_eq!(fb, vec![0, 1, 0, 1, 0, 1, 0]);
-        // A new generation (a reload) starts over.
-        select(&mut sel, &a, Mode::Rotate, &|_| true, 3, 10, &mut out);
-        assert_eq!(out[..3], [0, 1, 2]);
+        let mut sels = [
+            Selector::with_rng(fastrand::Rng::with_seed(1)),
+            Selector::with_rng(fastrand::Rng::with_seed(2)),
+        ];
+        let firsts: Vec<u16> = (0..7)
+            .map(|i| {
+                select(
+                    &mut sels[i % 2],
+                    &m,
+                    &rot,
+                    Mode::Rotate,
+                    &|_| true,
+                    &mut out,
+                );
+                out[0]
+            })
+            .collect();
+        assert_eq!(firsts, [0, 0, 1, 0, 2, 0, 0]);
+    }
+
+    #[test]
+    fn large_weights_are_reduced_and_scaled() {
+        let rot = Rotation::new(&members(&[4000, 2000, 2000]));
+        assert_eq!(rot.order(), [0, 1, 2, 0]);
+        let rot = Rotation::new(&members(&[65535, 65534, 3]));
+        assert!(rot.order().len() as u64 <= crate::pool::MAX_PERIOD + 3);
+        assert!(rot.order().contains(&2));
     }
 
     #[test]
     fn rotate_skips_members_that_are_down() {
         let m = members(&[1, 1, 1]);
+        let rot = Rotation::new(&m);
         let mut out = [0u16; MAX_MEMBERS];
         let mut sel = Selector::with_rng(fastrand::Rng::with_seed(7));
         let up = |x: &Member| x.health != 1;
-        let firsts: Vec<u16> = (0..4)
+        let firsts: Vec<u16> = (0..6)
             .map(|_| {
-                assert_eq!(select(&mut sel, &m, Mode::Rotate, &up, 0, 11, &mut out), 2);
+                assert_eq!(select(&mut sel, &m, &rot, Mode::Rotate, &up, &mut out), 2);
+                assert_ne!(out[1], 1);
                 out[0]
             })
             .collect();
-        assert_eq!(firsts, vec![0, 2, 0, 2]);
+        // Order 0 1 2: the turn of member 1 goes to the next one up.
+        assert_eq!(firsts, [0, 2, 2, 0, 2, 2]);
     }
 
     #[test]
@@ -230,7 +223,14 @@ mod tests {
         let mut out = [0u16; MAX_MEMBERS];
         let mut sel = Selector::with_rng(fastrand::Rng::with_seed(7));
         for _ in 0..1000 {
-            let n = select(&mut sel, &m, Mode::Some(2), &|_| true, 0, 1, &mut out);
+            let n = select(
+                &mut sel,
+                &m,
+                &Rotation::default(),
+                Mode::Some(2),
+                &|_| true,
+                &mut out,
+            );
             assert_eq!(n, 2);
             assert_ne!(out[0], out[1]);
         }

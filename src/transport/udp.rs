@@ -134,7 +134,10 @@ pub fn udp_worker(shared: Arc<ServerState>, sock: std::net::UdpSocket, share: us
             let r = engine.answer(req, t, &mut scratch, resp, &mut outcome);
             local.record(&outcome, r.is_some());
             let r = match (r, rrl.as_mut()) {
-                (Some(rlen), Some(l)) => match l.check(src, now) {
+                // A valid server cookie proves the source address (RFC 7873
+                // §5.2.3): not limited.
+                (Some(rlen), Some(_)) if scratch.cookie_valid => Some(rlen),
+                (Some(rlen), Some(l)) => match l.check_response(src, &resp[..rlen], now) {
                     Verdict::Send => Some(rlen),
                     Verdict::Drop => None,
                     Verdict::Slip => Some(truncate_response(resp, rlen)),

@@ -129,7 +129,10 @@ impl Server {
             cmd.arg("--http-listen").arg("none");
         }
         cmd.args(extra);
-        cmd.arg("--workers").arg("1");
+        // One worker unless the test asks for more (pool_rotate_order.rs).
+        if !extra.contains(&"--workers") {
+            cmd.arg("--workers").arg("1");
+        }
         // CI runs as root and fixtures name no `user`: stay root, wherever the
         // checkout is (tests/privileges.rs covers the switch to `user`).
         if !extra.contains(&"--allow-root") {

@@ -22,6 +22,7 @@
 pub struct ReadmeDoctest;
 
 pub mod build;
+pub mod cookie;
 pub mod ecs;
 pub mod edns;
 pub mod name;

@@ -17,6 +17,11 @@ pub struct Edns {
     pub dnssec_ok: bool,
     /// A valid ECS option, if the query had one.
     pub ecs: Option<ClientSubnet>,
+    /// Where the COOKIE option's data (RFC 7873) is in the query: offset and
+    /// length, if the query had a well-formed one (a malformed one is
+    /// FORMERR). Kept as a position so that `Edns` stays small to copy;
+    /// `cookie::Cookie::parse` reads it.
+    pub cookie: Option<(u16, u8)>,
 }
 
 /// A parsed query (`Default` is an empty one to parse into). The question
@@ -216,7 +221,9 @@ fn parse_records(
             version: (ttl_hi & 0xFF) as u8,
             dnssec_ok: ttl_lo & 0x8000 != 0,
             ecs: None,
+            cookie: None,
         };
+        let mut bad_cookie = false;
         let mut j = rd_start;
         while j < rd_end {
             let (Some(code), Some(len)) = (u16_at(p, j), u16_at(p, j + 2)) else {
@@ -242,7 +249,18 @@ fn parse_records(
                     }
                 }
             }
+            if code == crate::cookie::OPT_COOKIE {
+                // RFC 7873 §5.2.2: a malformed COOKIE (or two) is FORMERR.
+                match crate::cookie::Cookie::parse(&p[body..end]) {
+                    Some(_) if e.cookie.is_none() => e.cookie = Some((body as u16, len as u8)),
+                    _ => bad_cookie = true,
+                }
+            }
             j = end;
+        }
+        if bad_cookie {
+            e.cookie = None;
+            return Err(scrub(Some(e), ecs_err));
         }
         edns = Some(e);
     }
