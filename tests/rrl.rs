@@ -279,7 +279,7 @@ fn bad_rrl_settings_are_errors_with_their_line() {
     for (rrl, msg) in [
         (
             "responses_per_second = 0",
-            "responses_per_second must be at least 1",
+            "responses_per_second must be 1 to 1000000",
         ),
         (
             "responses_per_second = 5\nipv4_prefix = 33",
