@@ -3,7 +3,8 @@
 //! name. Authoritative lookup (RFC 1034 §4.3.2): exact match, referral at a
 //! zone cut with in-bailiwick glue, CNAME chains inside the zone (step 3a),
 //! wildcard synthesis from the closest encloser (RFC 4592 §3.3.1), ANY
-//! answered with one RRset (RFC 8482 §4.1), and negative answers with the
+//! answered with one RRset, the smallest (RFC 8482 §4.1), ANY, NSEC and
+//! RRSIG at an alias not followed (RFC 2181 §10.1), and negative answers with the
 //! SOA and its negative TTL (RFC 2308 §3, §5). Names bound to a pool or geo
 //! map go to `dynamic`.
 //!
@@ -23,6 +24,13 @@ use meridian_wire::*;
 
 /// Most CNAMEs followed inside a zone before giving up (loop protection).
 const MAX_CHAIN: usize = 8;
+
+/// An RRset's size in a message before name compression: per record a
+/// two-octet owner pointer, the 10 fixed octets and the RDATA (packed form,
+/// within two octets a chunk of the wire form).
+fn wire_size(set: RRset<'_>) -> usize {
+    set.records().map(|rd| 12 + rd.0.len()).sum()
+}
 
 impl Engine {
     pub(super) fn resolve(
@@ -191,18 +199,46 @@ impl<'e> Ctx<'e, '_> {
                 return self.dynamic(w, b, binding, owner, v6);
             }
         }
-        // One pass over the RRsets. A CNAME is alone at its name (the zone
-        // builder enforces it), so it is the first and only set there.
-        for set in node.rrsets() {
-            if set.rtype == TYPE_CNAME && qtype != TYPE_CNAME {
-                owner.write_rrset(w, set);
-                return self.follow(w, set, qtype, depth);
+        // A CNAME is alone at its name among data (the zone builder enforces
+        // it), so it is the first set there.
+        if let Some(set) = node.rrsets().next().filter(|s| s.rtype == TYPE_CNAME) {
+            match qtype {
+                TYPE_CNAME => {}
+                // RFC 1034 §4.3.2 step 3a: ANY at an alias is the CNAME alone.
+                TYPE_ANY => {
+                    owner.write_rrset(w, set);
+                    return LookupRc::NoError;
+                }
+                // NSEC and RRSIG may sit beside a CNAME (RFC 2181 §10.1, RFC
+                // 4035 §2.5): they are the alias's own, never followed. The
+                // zone is unsigned, so NODATA.
+                TYPE_NSEC | TYPE_RRSIG => {
+                    self.negative(w);
+                    return LookupRc::NoError;
+                }
+                _ => {
+                    owner.write_rrset(w, set);
+                    return self.follow(w, set, qtype, depth);
+                }
             }
-            // RFC 8482 §4.1: ANY gets one RRset, the first.
-            if set.rtype == qtype || qtype == TYPE_ANY {
+        }
+        if qtype == TYPE_ANY {
+            // RFC 8482 §4.1: ANY gets one RRset; the smallest on the wire
+            // (ties: the first), so ANY amplifies as little as it can.
+            let mut best: Option<(usize, RRset<'e>)> = None;
+            for set in node.rrsets() {
+                let size = wire_size(set);
+                if best.is_none_or(|(b, _)| size < b) {
+                    best = Some((size, set));
+                }
+            }
+            if let Some((_, set)) = best {
                 owner.write_rrset(w, set);
                 return LookupRc::NoError;
             }
+        } else if let Some(set) = node.rrset(qtype) {
+            owner.write_rrset(w, set);
+            return LookupRc::NoError;
         }
         self.negative(w);
         LookupRc::NoError

@@ -137,8 +137,11 @@ impl Engine {
         w.add_name_targets(12);
         let qend = w.len;
 
-        // Classes other than IN, and zone transfers: not served here.
-        let r = if q.qclass != CLASS_IN || q.qtype == TYPE_AXFR || q.qtype == TYPE_IXFR {
+        // Classes other than IN, and zone transfers: not served here. QCLASS
+        // ANY (RFC 1035 §3.2.5) matches IN, the only class of our zones; the
+        // question echoes it, the records say IN.
+        let class_ok = q.qclass == CLASS_IN || q.qclass == CLASS_ANY;
+        let r = if !class_ok || q.qtype == TYPE_AXFR || q.qtype == TYPE_IXFR {
             Resolved {
                 rcode: RCODE_REFUSED,
                 aa: false,

@@ -56,6 +56,14 @@ pub const TYPE_AAAA: u16 = 28;
 pub const TYPE_OPT: u16 = 41;
 /// TYPE DS (RFC 4034).
 pub const TYPE_DS: u16 = 43;
+/// TYPE RRSIG (RFC 4034).
+pub const TYPE_RRSIG: u16 = 46;
+/// TYPE NSEC (RFC 4034).
+pub const TYPE_NSEC: u16 = 47;
+/// TYPE DNAME (RFC 6672).
+pub const TYPE_DNAME: u16 = 39;
+/// TYPE TSIG (RFC 8945).
+pub const TYPE_TSIG: u16 = 250;
 /// QTYPE IXFR (RFC 1995).
 pub const TYPE_IXFR: u16 = 251;
 /// QTYPE AXFR (RFC 5936).
@@ -64,6 +72,10 @@ pub const TYPE_AXFR: u16 = 252;
 pub const TYPE_ANY: u16 = 255;
 /// CLASS IN.
 pub const CLASS_IN: u16 = 1;
+/// CLASS CH (Chaos, RFC 1035 §3.2.4).
+pub const CLASS_CH: u16 = 3;
+/// QCLASS ANY ("*", RFC 1035 §3.2.5).
+pub const CLASS_ANY: u16 = 255;
 
 /// RCODE NOERROR.
 pub const RCODE_NOERROR: u16 = 0;

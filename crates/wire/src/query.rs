@@ -180,8 +180,12 @@ fn parse_records(
     (an, ns, ar): (u16, u16, u16),
 ) -> Result<(Option<Edns>, Option<EcsError>), Option<Edns>> {
     // Answer and authority records are not expected in a query; skip them.
+    // An OPT there is malformed (RFC 6891 §6.1.1: additional section only).
     for _ in 0..(an as usize + ns as usize) {
         i = skip_name(p, i).ok_or(None)?;
+        if u16_at(p, i) == Some(TYPE_OPT) {
+            return Err(None);
+        }
         let rdlen = u16_at(p, i + 8).ok_or(None)? as usize;
         i += 10 + rdlen;
         if i > p.len() {
