@@ -1,5 +1,6 @@
 //! The answer pipeline: query bytes in, response bytes out, into a reused
 //! buffer. It parses the query, refuses other classes and zone transfers,
+//! answers a TSIG-signed query NOTAUTH/BADKEY (RFC 8945 §5.2.1: no keys),
 //! hands the question to the zone walk (`lookup`), then sizes the message,
 //! appends the OPT record and writes the header (RFC 1035 §4.1). EDNS is
 //! RFC 6891; the ECS option is echoed with the answer's scope (RFC 7871 §7.2).
@@ -121,6 +122,18 @@ impl Engine {
         }
         outcome.qtype = q.qtype;
         outcome.ecs = q.edns.and_then(|e| e.ecs).is_some();
+        if let Some(at) = q.tsig {
+            // RFC 8945 §5.2.1: we hold no keys, so no key matches: NOTAUTH,
+            // with an unsigned TSIG saying BADKEY.
+            outcome.rcode = RCODE_NOTAUTH;
+            let len = self.error(&mut w, req, Some(q.question_end), q.edns, RCODE_NOTAUTH);
+            if meridian_wire::tsig::put_badkey(&mut w, req, at) {
+                let ar = u16::from_be_bytes([w.buf[10], w.buf[11]]) + 1;
+                w.buf[10..12].copy_from_slice(&ar.to_be_bytes());
+                return Some(w.len);
+            }
+            return Some(len);
+        }
         if q.opcode() != 0 {
             outcome.rcode = RCODE_NOTIMP;
             return Some(self.error(&mut w, req, Some(q.question_end), q.edns, RCODE_NOTIMP));

@@ -8,6 +8,7 @@
 //! - [`writer`]: a compressing response writer and the header (RFC 1035 §4.1);
 //! - [`edns`]: the OPT record of a response (RFC 6891 §6.1.2);
 //! - [`truncate`]: the truncated (TC) form of a response (RFC 2181 §9);
+//! - [`tsig`]: the BADKEY answer to a TSIG-signed query (RFC 8945 §5.2.1);
 //! - [`build`]: the query builder for tools, tests and `meridian lookup`.
 //!
 //! Everything that reads a message reads through bounds checks, so no input
@@ -28,6 +29,7 @@ pub mod name;
 pub mod query;
 pub mod rdata;
 pub mod truncate;
+pub mod tsig;
 pub mod writer;
 
 pub use build::QueryBuilder;
@@ -89,6 +91,8 @@ pub const RCODE_NXDOMAIN: u16 = 3;
 pub const RCODE_NOTIMP: u16 = 4;
 /// RCODE REFUSED.
 pub const RCODE_REFUSED: u16 = 5;
+/// RCODE NOTAUTH (RFC 8945 §5.2: a TSIG that does not verify).
+pub const RCODE_NOTAUTH: u16 = 9;
 /// Extended rcode 16 (RFC 6891 §6.1.3): upper bits 1, header bits 0.
 pub const RCODE_BADVERS: u16 = 16;
 
