@@ -145,6 +145,8 @@ impl Engine {
             let client = q.edns.map(|e| e.udp_size.max(512)).unwrap_or(512);
             (client.min(self.settings.edns_udp_payload) as usize).min(w.buf.len())
         };
+        let ecs = q.edns.and_then(|e| e.ecs);
+        let opt_octets = q.edns.map(|_| opt_len(ecs.as_ref())).unwrap_or(0);
         w.len = 12;
         w.put(&req[12..q.question_end]);
         w.add_name_targets(12);
@@ -162,12 +164,11 @@ impl Engine {
                 pool: None,
             }
         } else {
-            self.resolve(&mut w, q, t.src, selector)
+            // Optional additional records must leave room for the OPT.
+            self.resolve(&mut w, q, t.src, selector, limit.saturating_sub(opt_octets))
         };
         outcome.pool = r.pool;
 
-        let ecs = q.edns.and_then(|e| e.ecs);
-        let opt_octets = q.edns.map(|_| opt_len(ecs.as_ref())).unwrap_or(0);
         let mut tc = false;
         if w.overflow || w.len + opt_octets > limit {
             // RFC 2181 §9: drop whole sections rather than send a partial RRset.

@@ -52,6 +52,10 @@ pub const TYPE_NS: u16 = 2;
 pub const TYPE_CNAME: u16 = 5;
 /// TYPE SOA (RFC 1035).
 pub const TYPE_SOA: u16 = 6;
+/// TYPE MX (RFC 1035).
+pub const TYPE_MX: u16 = 15;
+/// TYPE SRV (RFC 2782).
+pub const TYPE_SRV: u16 = 33;
 /// TYPE AAAA (RFC 3596).
 pub const TYPE_AAAA: u16 = 28;
 /// TYPE OPT (RFC 6891).
