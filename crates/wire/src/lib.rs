@@ -56,6 +56,8 @@ pub const TYPE_SOA: u16 = 6;
 pub const TYPE_MX: u16 = 15;
 /// TYPE SRV (RFC 2782).
 pub const TYPE_SRV: u16 = 33;
+/// TYPE TXT (RFC 1035).
+pub const TYPE_TXT: u16 = 16;
 /// TYPE AAAA (RFC 3596).
 pub const TYPE_AAAA: u16 = 28;
 /// TYPE OPT (RFC 6891).
@@ -102,6 +104,10 @@ pub const RCODE_BADVERS: u16 = 16;
 
 /// EDNS option code of ECS (RFC 7871 §6).
 pub const OPT_ECS: u16 = 8;
+/// EDNS option code NSID (RFC 5001).
+pub const OPT_NSID: u16 = 3;
+/// EDNS option code Extended DNS Error (RFC 8914).
+pub const OPT_EDE: u16 = 15;
 
 /// The name of an rcode as dig prints it ("NOERROR", "BADVERS"); None for
 /// one without a name here.

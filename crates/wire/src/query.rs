@@ -4,7 +4,7 @@
 
 use crate::ecs::{ClientSubnet, EcsError};
 use crate::name::{skip_name, u16_at, WireName};
-use crate::{OPT_ECS, TYPE_OPT, TYPE_TSIG};
+use crate::{OPT_ECS, OPT_NSID, TYPE_OPT, TYPE_TSIG};
 
 /// EDNS data from the query's OPT record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,6 +17,8 @@ pub struct Edns {
     pub dnssec_ok: bool,
     /// A valid ECS option, if the query had one.
     pub ecs: Option<ClientSubnet>,
+    /// An empty NSID option asks for the server's identifier (RFC 5001 §2.3).
+    pub nsid: bool,
 }
 
 /// A parsed query (`Default` is an empty one to parse into). The question
@@ -235,6 +237,7 @@ fn parse_records(
             version: (ttl_hi & 0xFF) as u8,
             dnssec_ok: ttl_lo & 0x8000 != 0,
             ecs: None,
+            nsid: false,
         };
         let mut j = rd_start;
         while j < rd_end {
@@ -248,6 +251,9 @@ fn parse_records(
             if end > rd_end {
                 e.ecs = None;
                 return Err(Some(e));
+            }
+            if code == OPT_NSID {
+                e.nsid |= len == 0;
             }
             if code == OPT_ECS {
                 if e.ecs.is_some() {
