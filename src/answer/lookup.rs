@@ -1,11 +1,14 @@
 //! The zone walk: which zone answers (longest suffix, with DS answered by
 //! the parent side of a cut, RFC 4035 §3.1.4.1) and what it holds for the
 //! name. Authoritative lookup (RFC 1034 §4.3.2): exact match, referral at a
-//! zone cut with in-bailiwick glue, CNAME chains inside the zone (step 3a),
-//! wildcard synthesis from the closest encloser (RFC 4592 §3.3.1), ANY
-//! answered with one RRset (RFC 8482 §4.1), and negative answers with the
-//! SOA and its negative TTL (RFC 2308 §3, §5). Names bound to a pool or geo
-//! map go to `dynamic`.
+//! zone cut with in-bailiwick glue (required) and sibling glue (where it
+//! fits, RFC 9471), addresses of in-zone MX, SRV and NS targets in the
+//! additional section where they fit (RFC 1035 §3.3.9, RFC 2782), CNAME
+//! chains inside the zone (step 3a), wildcard synthesis from the closest
+//! encloser (RFC 4592 §3.3.1), ANY answered with one RRset, the smallest
+//! (RFC 8482 §4.1), ANY, NSEC and RRSIG at an alias not followed (RFC 2181
+//! §10.1), and negative answers with the SOA and its negative TTL (RFC
+//! 2308 §3, §5). Names bound to a pool or geo map go to `dynamic`.
 //!
 //! Invariants: allocates nothing (the CNAME chain is a fixed array);
 //! writes only through the `Writer`; a chain follows at most `MAX_CHAIN`
@@ -24,6 +27,25 @@ use meridian_wire::*;
 /// Most CNAMEs followed inside a zone before giving up (loop protection).
 const MAX_CHAIN: usize = 8;
 
+/// The target name of an NS, MX or SRV record (lower-cased wire form).
+fn target(rtype: u16, rd: meridian_wire::Packed<'_>) -> Option<&[u8]> {
+    match rtype {
+        // The SRV target is not compressible (RFC 2782): plain octets.
+        TYPE_SRV => rd.plain().and_then(|p| p.get(6..)),
+        _ => rd.pieces().find_map(|p| match p {
+            meridian_wire::Piece::Name(n) => Some(n),
+            meridian_wire::Piece::Bytes(_) => None,
+        }),
+    }
+}
+
+/// An RRset's size in a message before name compression: per record a
+/// two-octet owner pointer, the 10 fixed octets and the RDATA (packed form,
+/// within two octets a chunk of the wire form).
+fn wire_size(set: RRset<'_>) -> usize {
+    set.records().map(|rd| 12 + rd.0.len()).sum()
+}
+
 impl Engine {
     pub(super) fn resolve(
         &self,
@@ -31,6 +53,7 @@ impl Engine {
         q: &Query,
         src: IpAddr,
         sel: &mut Selector,
+        room: usize,
     ) -> Resolved {
         let name = &q.qname;
         // Longest zone suffix. DS belongs to the parent side of a cut (RFC
@@ -72,6 +95,7 @@ impl Engine {
             pool: None,
             qname: name.as_bytes(),
             chain: [&[]; MAX_CHAIN],
+            room,
         };
         let rcode = ctx.lookup(w, name, apex_at, Owner::Qname, q.qtype, 0);
         let aa = rcode != LookupRc::Referral;
@@ -117,6 +141,9 @@ pub(super) struct Ctx<'e, 's> {
     qname: &'e [u8],
     /// CNAME targets already looked up in this answer (loop protection).
     chain: [&'e [u8]; MAX_CHAIN],
+    /// Octets the message may fill (the OPT's room kept): optional
+    /// additional records that do not fit are left out, without TC.
+    room: usize,
 }
 
 impl<'e> Ctx<'e, '_> {
@@ -191,18 +218,54 @@ impl<'e> Ctx<'e, '_> {
                 return self.dynamic(w, b, binding, owner, v6);
             }
         }
-        // One pass over the RRsets. A CNAME is alone at its name (the zone
-        // builder enforces it), so it is the first and only set there.
-        for set in node.rrsets() {
-            if set.rtype == TYPE_CNAME && qtype != TYPE_CNAME {
-                owner.write_rrset(w, set);
-                return self.follow(w, set, qtype, depth);
+        // A CNAME is alone at its name among data (the zone builder enforces
+        // it), so it is the first set there.
+        if let Some(set) = node.rrsets().next().filter(|s| s.rtype == TYPE_CNAME) {
+            match qtype {
+                TYPE_CNAME => {}
+                // RFC 1034 §4.3.2 step 3a: ANY at an alias is the CNAME alone.
+                TYPE_ANY => {
+                    owner.write_rrset(w, set);
+                    return LookupRc::NoError;
+                }
+                // NSEC and RRSIG may sit beside a CNAME (RFC 2181 §10.1, RFC
+                // 4035 §2.5): they are the alias's own, never followed. The
+                // zone is unsigned, so NODATA.
+                TYPE_NSEC | TYPE_RRSIG => {
+                    self.negative(w);
+                    return LookupRc::NoError;
+                }
+                _ => {
+                    owner.write_rrset(w, set);
+                    return self.follow(w, set, qtype, depth);
+                }
             }
-            // RFC 8482 §4.1: ANY gets one RRset, the first.
-            if set.rtype == qtype || qtype == TYPE_ANY {
+        }
+        if qtype == TYPE_ANY {
+            // RFC 8482 §4.1: ANY gets one RRset; the smallest on the wire
+            // (ties: the first), so ANY amplifies as little as it can.
+            let mut best: Option<(usize, RRset<'e>)> = None;
+            for set in node.rrsets() {
+                let size = wire_size(set);
+                if best.is_none_or(|(b, _)| size < b) {
+                    best = Some((size, set));
+                }
+            }
+            if let Some((_, set)) = best {
                 owner.write_rrset(w, set);
                 return LookupRc::NoError;
             }
+        } else if let Some(set) = node.rrset(qtype) {
+            owner.write_rrset(w, set);
+            if matches!(qtype, TYPE_NS | TYPE_MX | TYPE_SRV) {
+                // RFC 1035 §3.3.9, RFC 2782: addresses of in-zone targets.
+                for rd in set.records() {
+                    if let Some(t) = target(qtype, rd) {
+                        self.addresses(w, t, false);
+                    }
+                }
+            }
+            return LookupRc::NoError;
         }
         self.negative(w);
         LookupRc::NoError
@@ -261,20 +324,42 @@ impl<'e> Ctx<'e, '_> {
     fn referral(&mut self, w: &mut Writer, cut: Node<'_>) {
         let Some(ns) = cut.rrset(TYPE_NS) else { return };
         w.put_rrset(Section::Authority, cut.name(), ns, ns.ttl);
-        // Glue: addresses of in-bailiwick name servers.
-        for rd in ns.records() {
-            if let Some(target) = rd.first_name() {
-                if meridian_wire::name::is_subdomain(target, cut.name()) {
-                    if let Some(node) = self.zone.get(target) {
-                        for t in [TYPE_A, TYPE_AAAA] {
-                            if let Some(set) = node.rrset(t) {
-                                w.put_rrset(Section::Additional, target, set, set.ttl);
-                            }
-                        }
+        // RFC 9471: glue for name servers below the cut is required (if it
+        // does not fit, the answer is truncated); then the addresses of
+        // other in-zone name servers (sibling glue, in-zone data) where
+        // they fit.
+        for required in [true, false] {
+            for rd in ns.records() {
+                if let Some(target) = rd.first_name() {
+                    if meridian_wire::name::is_subdomain(target, cut.name()) == required {
+                        self.addresses(w, target, required);
                     }
                 }
             }
         }
         self.scope = Scope::GLOBAL;
+    }
+
+    /// The A and AAAA RRsets of `target` in the additional section, if it
+    /// is a static name of this zone. Optional ones that do not fit in
+    /// `room` are left out, and none after them.
+    fn addresses(&mut self, w: &mut Writer, target: &[u8], required: bool) {
+        // Past the buffer already: the answer is truncated anyway.
+        if w.overflow || !meridian_wire::name::is_subdomain(target, &self.zone.origin) {
+            return;
+        }
+        let Some(node) = self.zone.get(target) else {
+            return;
+        };
+        for t in [TYPE_A, TYPE_AAAA] {
+            let Some(set) = node.rrset(t) else { continue };
+            let (mark, ar) = (w.len, w.ar);
+            w.put_rrset(Section::Additional, target, set, set.ttl);
+            if !required && (w.overflow || w.len > self.room) {
+                w.truncate(mark);
+                w.ar = ar;
+                return;
+            }
+        }
     }
 }

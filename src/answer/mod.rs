@@ -1,8 +1,12 @@
 //! The answer pipeline: query bytes in, response bytes out, into a reused
 //! buffer. It parses the query, refuses other classes and zone transfers,
+//! answers a TSIG-signed query NOTAUTH/BADKEY (RFC 8945 §5.2.1: no keys),
 //! hands the question to the zone walk (`lookup`), then sizes the message,
 //! appends the OPT record and writes the header (RFC 1035 §4.1). EDNS is
-//! RFC 6891; the ECS option is echoed with the answer's scope (RFC 7871 §7.2).
+//! RFC 6891; the ECS option is echoed with the answer's scope (RFC 7871 §7.2),
+//! the NSID sent when asked (RFC 5001 §2.3), and errors carry an Extended
+//! DNS Error (RFC 8914 §4). Class CH answers the identity queries
+//! (`id.server`, `hostname.bind`, `version.bind` TXT) and nothing else.
 //!
 //! Invariants: allocates nothing per query; writes only through the `Writer`.
 //! A truncated UDP answer (TC set) holds the header, the question and the
@@ -14,7 +18,7 @@ use std::net::IpAddr;
 use crate::engine::Engine;
 use crate::pool::Selector;
 use meridian_wire::ecs::Scope;
-use meridian_wire::edns::{opt_len, put_opt};
+use meridian_wire::edns::{opt_len, put_ede, put_opt, put_option};
 use meridian_wire::writer::{Header, Section, Writer};
 use meridian_wire::*;
 
@@ -129,6 +133,18 @@ impl Engine {
         }
         outcome.qtype = q.qtype;
         outcome.ecs = q.edns.and_then(|e| e.ecs).is_some();
+        if let Some(at) = q.tsig {
+            // RFC 8945 §5.2.1: we hold no keys, so no key matches: NOTAUTH,
+            // with an unsigned TSIG saying BADKEY.
+            outcome.rcode = RCODE_NOTAUTH;
+            let len = self.error(&mut w, req, Some(q.question_end), q.edns, RCODE_NOTAUTH);
+            if meridian_wire::tsig::put_badkey(&mut w, req, at) {
+                let ar = u16::from_be_bytes([w.buf[10], w.buf[11]]) + 1;
+                w.buf[10..12].copy_from_slice(&ar.to_be_bytes());
+                return Some(w.len);
+            }
+            return Some(len);
+        }
         if q.opcode() != 0 {
             outcome.rcode = RCODE_NOTIMP;
             return Some(self.error(&mut w, req, Some(q.question_end), q.edns, RCODE_NOTIMP));
@@ -140,13 +156,26 @@ impl Engine {
             let client = q.edns.map(|e| e.udp_size.max(512)).unwrap_or(512);
             (client.min(self.settings.edns_udp_payload) as usize).min(w.buf.len())
         };
+        let ecs = q.edns.and_then(|e| e.ecs);
+        let nsid = self.nsid_for(q.edns);
+        let opt_octets = q
+            .edns
+            .map(|e| {
+                opt_len(ecs.as_ref()) + nsid.map_or(0, |n| 4 + n.len()) + cookie::octets(e.cookie)
+            })
+            .unwrap_or(0);
         w.len = 12;
         w.put(&req[12..q.question_end]);
         w.add_name_targets(12);
         let qend = w.len;
 
-        // Classes other than IN, and zone transfers: not served here.
-        let r = if q.qclass != CLASS_IN || q.qtype == TYPE_AXFR || q.qtype == TYPE_IXFR {
+        // Classes other than IN, and zone transfers: not served here. QCLASS
+        // ANY (RFC 1035 §3.2.5) matches IN, the only class of our zones; the
+        // question echoes it, the records say IN.
+        let class_ok = q.qclass == CLASS_IN || q.qclass == CLASS_ANY;
+        let r = if q.qclass == CLASS_CH {
+            self.chaos(&mut w, q)
+        } else if !class_ok || q.qtype == TYPE_AXFR || q.qtype == TYPE_IXFR {
             Resolved {
                 rcode: RCODE_REFUSED,
                 aa: false,
@@ -154,15 +183,11 @@ impl Engine {
                 pool: None,
             }
         } else {
-            self.resolve(&mut w, q, t.src, selector)
+            // Optional additional records must leave room for the OPT.
+            self.resolve(&mut w, q, t.src, selector, limit.saturating_sub(opt_octets))
         };
         outcome.pool = r.pool;
 
-        let ecs = q.edns.and_then(|e| e.ecs);
-        let opt_octets = q
-            .edns
-            .map(|e| opt_len(ecs.as_ref()) + cookie::octets(e.cookie))
-            .unwrap_or(0);
         let mut tc = false;
         if w.overflow || w.len + opt_octets > limit {
             // RFC 2181 §9: drop whole sections rather than send a partial RRset.
@@ -184,6 +209,22 @@ impl Engine {
             );
             w.ar += 1;
             *cookie_valid = self.put_cookie(&mut w, opt_at, req, e.cookie, t.src);
+            if let Some(n) = nsid {
+                put_option(&mut w, opt_at, OPT_NSID, &[n]);
+            }
+            // RFC 8914 §4: why, for the error rcodes (small: they fit).
+            match r.rcode {
+                RCODE_REFUSED if q.qtype == TYPE_AXFR || q.qtype == TYPE_IXFR => {
+                    put_ede(&mut w, opt_at, EDE_PROHIBITED, "");
+                }
+                RCODE_REFUSED => {
+                    put_ede(&mut w, opt_at, EDE_NOT_AUTHORITATIVE, "");
+                }
+                RCODE_SERVFAIL => {
+                    put_ede(&mut w, opt_at, EDE_OTHER, "no pool member is up");
+                }
+                _ => {}
+            }
             if ecs.is_some() {
                 outcome.scope = Some(r.scope.prefix_len());
             }
@@ -221,6 +262,7 @@ impl Engine {
         let mut ar = 0;
         if let Some(e) = edns {
             let ecs = e.ecs.map(|c| (c, Scope::GLOBAL));
+            let opt_at = w.len;
             put_opt(
                 w,
                 self.settings.edns_udp_payload,
@@ -229,6 +271,12 @@ impl Engine {
                 ecs,
             );
             ar = 1;
+            if let Some(n) = self.nsid_for(Some(e)) {
+                put_option(w, opt_at, OPT_NSID, &[n]);
+            }
+            if rcode == RCODE_FORMERR {
+                put_ede(w, opt_at, EDE_OTHER, "malformed query");
+            }
         }
         let id = u16::from_be_bytes([req[0], req[1]]);
         let flags = u16::from_be_bytes([req[2], req[3]]);
@@ -242,6 +290,59 @@ impl Engine {
         }
         .write(w.buf);
         w.len
+    }
+}
+
+/// EDE INFO-CODEs (RFC 8914 §4).
+const EDE_OTHER: u16 = 0;
+const EDE_PROHIBITED: u16 = 18;
+const EDE_NOT_AUTHORITATIVE: u16 = 20;
+
+impl Engine {
+    /// The NSID to send: when configured and asked for (RFC 5001 §2.3).
+    fn nsid_for(&self, edns: Option<Edns>) -> Option<&[u8]> {
+        self.settings
+            .nsid
+            .as_deref()
+            .filter(|_| edns.is_some_and(|e| e.nsid))
+    }
+
+    /// Class CH: the identity queries (`id.server`, `hostname.bind`,
+    /// `version.bind` TXT, as gdnsd and Knot answer them); anything else
+    /// REFUSED. The TXT is written at the question's name, class CH, TTL 0.
+    fn chaos(&self, w: &mut Writer, q: &Query) -> Resolved {
+        let name = q.qname.as_bytes();
+        let text = if name == b"\x07version\x04bind\x00" {
+            self.settings.version.as_deref()
+        } else if name == b"\x02id\x06server\x00" || name == b"\x08hostname\x04bind\x00" {
+            self.settings.identity.as_deref()
+        } else {
+            None
+        };
+        let Some(text) = text else {
+            return Resolved {
+                rcode: RCODE_REFUSED,
+                aa: false,
+                scope: Scope::GLOBAL,
+                pool: None,
+            };
+        };
+        if q.qtype == TYPE_TXT || q.qtype == TYPE_ANY {
+            w.put_u16(0xC00C);
+            w.put_u16(TYPE_TXT);
+            w.put_u16(CLASS_CH);
+            w.put_u32(0);
+            w.put_u16(text.len() as u16 + 1);
+            w.put(&[text.len() as u8]);
+            w.put(text.as_bytes());
+            w.an += 1;
+        }
+        Resolved {
+            rcode: RCODE_NOERROR,
+            aa: true,
+            scope: Scope::GLOBAL,
+            pool: None,
+        }
     }
 }
 

@@ -85,6 +85,20 @@ pub struct ServerCfg {
     /// `[server.rrl]`: response rate limiting; off when absent.
     #[serde(default)]
     pub rrl: Option<Spanned<RrlCfg>>,
+    /// `[server] nsid`: the server identifier returned to an NSID request
+    /// (RFC 5001), as text; off when absent.
+    #[serde(default)]
+    pub nsid: Option<Spanned<String>>,
+    /// `[server] nsid_hex`: the NSID as hex octets, instead of `nsid`.
+    #[serde(default)]
+    pub nsid_hex: Option<Spanned<String>>,
+    /// `[server] identity`: the CH TXT answer to `id.server` and
+    /// `hostname.bind` (default: the host name; "" turns them off).
+    #[serde(default)]
+    pub identity: Option<Spanned<String>>,
+    /// `[server] version`: the CH TXT answer to `version.bind` (off when absent).
+    #[serde(default)]
+    pub version: Option<Spanned<String>>,
 }
 
 /// `[server.rrl]`: responses per second per client prefix, over UDP only.
@@ -129,6 +143,10 @@ impl Default for ServerCfg {
             user: None,
             allow_root: false,
             rrl: None,
+            nsid: None,
+            nsid_hex: None,
+            identity: None,
+            version: None,
         }
     }
 }

@@ -37,6 +37,13 @@ pub struct ServerSettings {
     pub allow_root: bool,
     /// Response rate limiting, if configured.
     pub rrl: Option<RrlConfig>,
+    // Identity (RFC 5001 NSID; CH TXT id.server, hostname.bind, version.bind).
+    /// The NSID returned to an empty NSID option; None: off.
+    pub nsid: Option<Box<[u8]>>,
+    /// The CH TXT id.server / hostname.bind answer; None: REFUSED.
+    pub identity: Option<Box<str>>,
+    /// The CH TXT version.bind answer; None (the default): REFUSED.
+    pub version: Option<Box<str>>,
 }
 
 /// Most UDP worker threads per listen address (0 means one per core).
@@ -199,6 +206,9 @@ impl ServerSettings {
             user,
             allow_root: c.allow_root,
             rrl: RrlConfig::from_cfg(src, c.rrl.as_ref())?,
+            nsid: nsid(src, c)?,
+            identity: identity(src, c)?,
+            version: txt_string(src, c.version.as_ref(), "version")?.filter(|v| !v.is_empty()),
         })
     }
 }
@@ -218,6 +228,56 @@ fn key_span(src: &Source, key: &str) -> std::ops::Range<usize> {
         at += line.len();
     }
     0..0
+}
+
+/// `nsid` (text) or `nsid_hex`: 1 to 512 octets.
+fn nsid(src: &Source, c: &ServerCfg) -> Result<Option<Box<[u8]>>, LocatedError> {
+    let (octets, span) = match (&c.nsid, &c.nsid_hex) {
+        (Some(_), Some(h)) => return Err(src.err(h.span(), "set nsid or nsid_hex, not both")),
+        (Some(t), None) => (t.get_ref().as_bytes().to_vec(), t.span()),
+        (None, Some(h)) => {
+            let text = h.get_ref();
+            let ok = text.len() % 2 == 0 && text.bytes().all(|b| b.is_ascii_hexdigit());
+            let octets = (0..text.len() / 2)
+                .filter_map(|i| u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok())
+                .collect::<Vec<u8>>();
+            if !ok {
+                return Err(src.err(h.span(), "nsid_hex must be pairs of hex digits"));
+            }
+            (octets, h.span())
+        }
+        (None, None) => return Ok(None),
+    };
+    if octets.is_empty() || octets.len() > 512 {
+        return Err(src.err(span, "the NSID must be 1 to 512 octets"));
+    }
+    Ok(Some(octets.into()))
+}
+
+/// `identity`: default the host name; "" turns the identity queries off.
+fn identity(src: &Source, c: &ServerCfg) -> Result<Option<Box<str>>, LocatedError> {
+    match txt_string(src, c.identity.as_ref(), "identity")? {
+        Some(s) if s.is_empty() => Ok(None),
+        Some(s) => Ok(Some(s)),
+        None => {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+            let host = host.trim();
+            Ok((!host.is_empty() && host.len() <= 255).then(|| host.into()))
+        }
+    }
+}
+
+/// A value that goes into one TXT string: at most 255 octets.
+fn txt_string(
+    src: &Source,
+    v: Option<&Spanned<String>>,
+    key: &str,
+) -> Result<Option<Box<str>>, LocatedError> {
+    let Some(v) = v else { return Ok(None) };
+    if v.get_ref().len() > 255 {
+        return Err(src.err(v.span(), format!("{key} must be at most 255 octets")));
+    }
+    Ok(Some(v.get_ref().as_str().into()))
 }
 
 /// Default RRL slip: every 2nd limited response is sent truncated.

@@ -31,6 +31,8 @@
 //!
 //! Zone semantics (SOA at the apex, CNAME conflicts, out-of-zone data) are
 //! checked by the zone builder, using the `file`/`line` of each record.
+//! DNAME (RFC 6672) is refused in any form, the generic one included:
+//! meridian does not synthesize CNAMEs from it.
 
 use std::fs::{self, File};
 use std::io::{ErrorKind, Read};
@@ -42,6 +44,7 @@ use hickory_proto::rr::{Name, RData, RecordType};
 use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
 use hickory_proto::serialize::txt::{parse_ttl, Parser};
 use meridian_wire::rdata::RdataBuf;
+use meridian_wire::TYPE_DNAME;
 
 use super::stamp::FileStamp;
 use crate::error::LocatedError;
@@ -773,6 +776,16 @@ fn record(entry: &Entry<'_>, scope: &mut Scope, bufs: &mut Bufs) -> Result<(u16,
             "type {} cannot appear in zone data",
             type_name(rtype)
         ));
+    }
+
+    // DNAME redirects a whole subtree (RFC 6672 §3.2): served as plain data
+    // it would answer NXDOMAIN below itself, so refuse it in any form.
+    if rtype == TYPE_DNAME {
+        return Err(
+            "DNAME is not supported (meridian does not synthesize CNAMEs, \
+             RFC 6672); use a CNAME per name, or a wildcard CNAME"
+                .into(),
+        );
     }
 
     let rest = fields.as_slice();

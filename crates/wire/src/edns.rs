@@ -1,5 +1,7 @@
 //! The OPT pseudo-record of a response (RFC 6891 §6.1.2), with the ECS echo
-//! (RFC 7871 §7.2.2) when the query carried a valid ECS option.
+//! (RFC 7871 §7.2.2) when the query carried a valid ECS option, and options
+//! appended after it: NSID (RFC 5001 §2.3), Extended DNS Errors (RFC 8914
+//! §2).
 
 use crate::ecs::{ClientSubnet, Scope};
 use crate::writer::Writer;
@@ -34,4 +36,39 @@ pub fn put_opt(
 /// Octets the OPT record takes, with the ECS echo for `ecs`.
 pub fn opt_len(ecs: Option<&ClientSubnet>) -> usize {
     11 + ecs.map(|c| c.wire_len()).unwrap_or(0)
+}
+
+/// Append one option, `code` with the concatenation of `body`, to the OPT
+/// record that starts at `opt_at` and ends the message, fixing its RDLEN.
+/// Returns the octets added.
+pub fn put_option(w: &mut Writer, opt_at: usize, code: u16, body: &[&[u8]]) -> usize {
+    let start = w.len;
+    let n: usize = body.iter().map(|b| b.len()).sum();
+    w.put_u16(code);
+    w.put_u16(n as u16);
+    for b in body {
+        w.put(b);
+    }
+    if w.overflow || opt_at + 11 > start {
+        return 0;
+    }
+    let rdlen_at = opt_at + 9;
+    let rdlen = u16::from_be_bytes([w.buf[rdlen_at], w.buf[rdlen_at + 1]]) as usize + 4 + n;
+    w.buf[rdlen_at..rdlen_at + 2].copy_from_slice(&(rdlen as u16).to_be_bytes());
+    4 + n
+}
+
+/// Octets an Extended DNS Error option takes with `text`.
+pub fn ede_len(text: &str) -> usize {
+    6 + text.len()
+}
+
+/// Append an Extended DNS Error option (RFC 8914 §2): INFO-CODE and EXTRA-TEXT.
+pub fn put_ede(w: &mut Writer, opt_at: usize, info: u16, text: &str) -> usize {
+    put_option(
+        w,
+        opt_at,
+        crate::OPT_EDE,
+        &[&info.to_be_bytes(), text.as_bytes()],
+    )
 }

@@ -8,6 +8,7 @@
 //! - [`writer`]: a compressing response writer and the header (RFC 1035 §4.1);
 //! - [`edns`]: the OPT record of a response (RFC 6891 §6.1.2);
 //! - [`truncate`]: the truncated (TC) form of a response (RFC 2181 §9);
+//! - [`tsig`]: the BADKEY answer to a TSIG-signed query (RFC 8945 §5.2.1);
 //! - [`build`]: the query builder for tools, tests and `meridian lookup`.
 //!
 //! Everything that reads a message reads through bounds checks, so no input
@@ -29,6 +30,7 @@ pub mod name;
 pub mod query;
 pub mod rdata;
 pub mod truncate;
+pub mod tsig;
 pub mod writer;
 
 pub use build::QueryBuilder;
@@ -51,12 +53,26 @@ pub const TYPE_NS: u16 = 2;
 pub const TYPE_CNAME: u16 = 5;
 /// TYPE SOA (RFC 1035).
 pub const TYPE_SOA: u16 = 6;
+/// TYPE MX (RFC 1035).
+pub const TYPE_MX: u16 = 15;
+/// TYPE SRV (RFC 2782).
+pub const TYPE_SRV: u16 = 33;
+/// TYPE TXT (RFC 1035).
+pub const TYPE_TXT: u16 = 16;
 /// TYPE AAAA (RFC 3596).
 pub const TYPE_AAAA: u16 = 28;
 /// TYPE OPT (RFC 6891).
 pub const TYPE_OPT: u16 = 41;
 /// TYPE DS (RFC 4034).
 pub const TYPE_DS: u16 = 43;
+/// TYPE RRSIG (RFC 4034).
+pub const TYPE_RRSIG: u16 = 46;
+/// TYPE NSEC (RFC 4034).
+pub const TYPE_NSEC: u16 = 47;
+/// TYPE DNAME (RFC 6672).
+pub const TYPE_DNAME: u16 = 39;
+/// TYPE TSIG (RFC 8945).
+pub const TYPE_TSIG: u16 = 250;
 /// QTYPE IXFR (RFC 1995).
 pub const TYPE_IXFR: u16 = 251;
 /// QTYPE AXFR (RFC 5936).
@@ -65,6 +81,10 @@ pub const TYPE_AXFR: u16 = 252;
 pub const TYPE_ANY: u16 = 255;
 /// CLASS IN.
 pub const CLASS_IN: u16 = 1;
+/// CLASS CH (Chaos, RFC 1035 §3.2.4).
+pub const CLASS_CH: u16 = 3;
+/// QCLASS ANY ("*", RFC 1035 §3.2.5).
+pub const CLASS_ANY: u16 = 255;
 
 /// RCODE NOERROR.
 pub const RCODE_NOERROR: u16 = 0;
@@ -78,11 +98,17 @@ pub const RCODE_NXDOMAIN: u16 = 3;
 pub const RCODE_NOTIMP: u16 = 4;
 /// RCODE REFUSED.
 pub const RCODE_REFUSED: u16 = 5;
+/// RCODE NOTAUTH (RFC 8945 §5.2: a TSIG that does not verify).
+pub const RCODE_NOTAUTH: u16 = 9;
 /// Extended rcode 16 (RFC 6891 §6.1.3): upper bits 1, header bits 0.
 pub const RCODE_BADVERS: u16 = 16;
 
 /// EDNS option code of ECS (RFC 7871 §6).
 pub const OPT_ECS: u16 = 8;
+/// EDNS option code NSID (RFC 5001).
+pub const OPT_NSID: u16 = 3;
+/// EDNS option code Extended DNS Error (RFC 8914).
+pub const OPT_EDE: u16 = 15;
 
 /// The name of an rcode as dig prints it ("NOERROR", "BADVERS"); None for
 /// one without a name here.

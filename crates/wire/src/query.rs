@@ -4,7 +4,7 @@
 
 use crate::ecs::{ClientSubnet, EcsError};
 use crate::name::{skip_name, u16_at, WireName};
-use crate::{OPT_ECS, TYPE_OPT};
+use crate::{OPT_ECS, OPT_NSID, TYPE_OPT, TYPE_TSIG};
 
 /// EDNS data from the query's OPT record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,6 +22,8 @@ pub struct Edns {
     /// FORMERR). Kept as a position so that `Edns` stays small to copy;
     /// `cookie::Cookie::parse` reads it.
     pub cookie: Option<(u16, u8)>,
+    /// An empty NSID option asks for the server's identifier (RFC 5001 §2.3).
+    pub nsid: bool,
 }
 
 /// A parsed query (`Default` is an empty one to parse into). The question
@@ -43,6 +45,8 @@ pub struct Query {
     pub question_end: usize,
     /// The OPT record, if any.
     pub edns: Option<Edns>,
+    /// Offset of a TSIG record (RFC 8945), checked well formed and last.
+    pub tsig: Option<usize>,
 }
 
 impl Query {
@@ -93,6 +97,7 @@ pub fn parse_query(p: &[u8], out: &mut Query) -> Result<(), Reject> {
     out.id = u16::from_be_bytes([p[0], p[1]]);
     out.flags = flags;
     out.edns = None;
+    out.tsig = None;
     let qd = u16::from_be_bytes([p[4], p[5]]);
     let an = u16::from_be_bytes([p[6], p[7]]);
     let ns = u16::from_be_bytes([p[8], p[9]]);
@@ -116,7 +121,7 @@ pub fn parse_query(p: &[u8], out: &mut Query) -> Result<(), Reject> {
         }
         if questions_ok {
             edns = match parse_records(p, i, counts) {
-                Ok((e, _)) => e,
+                Ok((e, _, _)) => e,
                 Err(e) => e,
             };
         }
@@ -150,7 +155,7 @@ pub fn parse_query(p: &[u8], out: &mut Query) -> Result<(), Reject> {
     out.qclass = qclass;
     i += 4;
     out.question_end = i;
-    let (edns, ecs_err) = parse_records(p, i, counts).map_err(|edns| Reject::FormErr {
+    let (edns, ecs_err, tsig) = parse_records(p, i, counts).map_err(|edns| Reject::FormErr {
         question_end: Some(out.question_end),
         edns,
     })?;
@@ -173,20 +178,28 @@ pub fn parse_query(p: &[u8], out: &mut Query) -> Result<(), Reject> {
         }
     }
     out.edns = edns;
+    out.tsig = tsig;
     Ok(())
 }
 
 /// Walk the answer, authority and additional sections from `i` to the end
-/// of the packet and pick out the OPT record. On a malformed record (or bytes
-/// after the last one) the error holds the OPT parsed so far, to echo it.
+/// of the packet and pick out the OPT record and a TSIG (its offset). On a
+/// malformed record (or bytes after the last one, or a TSIG that is not the
+/// last record, RFC 8945 §5.1) the error holds the OPT parsed so far, to
+/// echo it.
+#[allow(clippy::type_complexity)]
 fn parse_records(
     p: &[u8],
     mut i: usize,
     (an, ns, ar): (u16, u16, u16),
-) -> Result<(Option<Edns>, Option<EcsError>), Option<Edns>> {
+) -> Result<(Option<Edns>, Option<EcsError>, Option<usize>), Option<Edns>> {
     // Answer and authority records are not expected in a query; skip them.
+    // An OPT there is malformed (RFC 6891 §6.1.1: additional section only).
     for _ in 0..(an as usize + ns as usize) {
         i = skip_name(p, i).ok_or(None)?;
+        if matches!(u16_at(p, i), Some(TYPE_OPT | TYPE_TSIG)) {
+            return Err(None);
+        }
         let rdlen = u16_at(p, i + 8).ok_or(None)? as usize;
         i += 10 + rdlen;
         if i > p.len() {
@@ -195,7 +208,8 @@ fn parse_records(
     }
     let mut edns: Option<Edns> = None;
     let mut ecs_err: Option<EcsError> = None;
-    for _ in 0..ar {
+    let mut tsig = None;
+    for n in 0..ar {
         let name_start = i;
         i = skip_name(p, i).ok_or_else(|| scrub(edns, ecs_err))?;
         let rtype = u16_at(p, i).ok_or_else(|| scrub(edns, ecs_err))?;
@@ -209,6 +223,13 @@ fn parse_records(
             return Err(scrub(edns, ecs_err));
         }
         i = rd_end;
+        if rtype == TYPE_TSIG {
+            if n + 1 != ar || !crate::tsig::valid(p, name_start) {
+                return Err(scrub(edns, ecs_err));
+            }
+            tsig = Some(name_start);
+            continue;
+        }
         if rtype != TYPE_OPT {
             continue;
         }
@@ -222,6 +243,7 @@ fn parse_records(
             dnssec_ok: ttl_lo & 0x8000 != 0,
             ecs: None,
             cookie: None,
+            nsid: false,
         };
         let mut bad_cookie = false;
         let mut j = rd_start;
@@ -236,6 +258,9 @@ fn parse_records(
             if end > rd_end {
                 e.ecs = None;
                 return Err(Some(e));
+            }
+            if code == OPT_NSID {
+                e.nsid |= len == 0;
             }
             if code == OPT_ECS {
                 if e.ecs.is_some() {
@@ -268,7 +293,7 @@ fn parse_records(
         // Trailing garbage after the last record.
         return Err(scrub(edns, ecs_err));
     }
-    Ok((edns, ecs_err))
+    Ok((edns, ecs_err, tsig))
 }
 
 /// The OPT to echo in an error: its ECS only if every ECS option was valid
