@@ -230,6 +230,18 @@ impl Collector for Counters {
             &[("reason", "source_port_0")],
             load(&m.udp_dropped_port_0),
         )?;
+        single(
+            &mut enc,
+            "meridian_query_log_frames",
+            "Query log: dnstap frames written.",
+            load(&m.query_log_frames),
+        )?;
+        single(
+            &mut enc,
+            "meridian_query_log_dropped",
+            "Query log: sampled queries dropped because the ring was full.",
+            load(&m.query_log_dropped),
+        )?;
 
         health(&mut enc, &e)
     }

@@ -96,6 +96,13 @@ pub struct ServerCfg {
     /// `hostname.bind` (default: the host name; "" turns them off).
     #[serde(default)]
     pub identity: Option<Spanned<String>>,
+    /// `[server] query_log`: the dnstap query log's sink, `file:PATH`
+    /// (off when absent; see docs/src/ops/query-log.md).
+    #[serde(default)]
+    pub query_log: Option<Spanned<String>>,
+    /// `[server] query_log_sample`: log one query in N (default 1: all).
+    #[serde(default)]
+    pub query_log_sample: Option<Spanned<i64>>,
     /// `[server] version`: the CH TXT answer to `version.bind` (off when absent).
     #[serde(default)]
     pub version: Option<Spanned<String>>,
@@ -147,6 +154,8 @@ impl Default for ServerCfg {
             nsid_hex: None,
             identity: None,
             version: None,
+            query_log: None,
+            query_log_sample: None,
         }
     }
 }

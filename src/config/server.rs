@@ -44,7 +44,21 @@ pub struct ServerSettings {
     pub identity: Option<Box<str>>,
     /// The CH TXT version.bind answer; None (the default): REFUSED.
     pub version: Option<Box<str>>,
+    /// The dnstap query log; None (the default): off.
+    pub query_log: Option<QueryLogConfig>,
 }
+
+/// `query_log` and `query_log_sample`, checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueryLogConfig {
+    /// The file that dnstap frames are appended to (`file:PATH`).
+    pub path: std::path::PathBuf,
+    /// Log one query in this many (1: all).
+    pub sample: u32,
+}
+
+/// Range of `query_log_sample`.
+pub const QUERY_LOG_SAMPLE: std::ops::RangeInclusive<i64> = 1..=1_000_000;
 
 /// Most UDP worker threads per listen address (0 means one per core).
 pub const MAX_WORKERS: usize = 256;
@@ -209,6 +223,7 @@ impl ServerSettings {
             nsid: nsid(src, c)?,
             identity: identity(src, c)?,
             version: txt_string(src, c.version.as_ref(), "version")?.filter(|v| !v.is_empty()),
+            query_log: query_log(src, c)?,
         })
     }
 }
@@ -228,6 +243,46 @@ fn key_span(src: &Source, key: &str) -> std::ops::Range<usize> {
         at += line.len();
     }
     0..0
+}
+
+/// `query_log = "file:PATH"` and `query_log_sample = N`, in one place.
+fn query_log(src: &Source, c: &ServerCfg) -> Result<Option<QueryLogConfig>, LocatedError> {
+    let sample = match &c.query_log_sample {
+        None => 1,
+        Some(n) if QUERY_LOG_SAMPLE.contains(n.get_ref()) => *n.get_ref() as u32,
+        Some(n) => {
+            return Err(src.err(
+                n.span(),
+                format!(
+                    "query_log_sample must be {} (every query) to {}, not {}",
+                    QUERY_LOG_SAMPLE.start(),
+                    QUERY_LOG_SAMPLE.end(),
+                    n.get_ref()
+                ),
+            ))
+        }
+    };
+    let Some(q) = &c.query_log else {
+        if let Some(n) = &c.query_log_sample {
+            return Err(src.err(n.span(), "query_log_sample without query_log"));
+        }
+        return Ok(None);
+    };
+    let v = q.get_ref();
+    match v.split_once(':') {
+        Some(("file", path)) if !path.is_empty() => Ok(Some(QueryLogConfig {
+            path: path.into(),
+            sample,
+        })),
+        Some(("unix", _)) => Err(src.err(
+            q.span(),
+            format!("query_log {v:?}: the unix: sink is not built yet; use file:PATH"),
+        )),
+        _ => Err(src.err(
+            q.span(),
+            format!("bad query_log {v:?}: write file:PATH (leave it out to turn the log off)"),
+        )),
+    }
 }
 
 /// `nsid` (text) or `nsid_hex`: 1 to 512 octets.

@@ -90,6 +90,26 @@ pub fn serve(
         }
     }
     let shared = ServerState::new(engine);
+    // The query log's file is opened now, before privileges are dropped.
+    let qlog_writer = match (&shared.query_log, &shared.engine.load().settings.query_log) {
+        (Some(log), Some(cfg)) => {
+            let ident = shared.engine.load().settings.identity.clone();
+            let h = crate::transport::qlog::start_writer(
+                shared.clone(),
+                log.clone(),
+                cfg,
+                ident.as_deref(),
+            )
+            .map_err(|e| {
+                format!(
+                    "meridian: cannot open query_log {}: {e}",
+                    cfg.path.display()
+                )
+            })?;
+            Some(h)
+        }
+        _ => None,
+    };
     reload::count_build(&shared.metrics, &shared.engine.load());
 
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -264,6 +284,12 @@ pub fn serve(
         let _ = t.join();
     }
     rt.shutdown_timeout(Duration::from_millis(200));
+    // Every transport has stopped: the writer drains the ring, writes the
+    // Frame Streams STOP frame and exits.
+    if let (Some(log), Some(h)) = (&shared.query_log, qlog_writer) {
+        log.stop();
+        let _ = h.join();
+    }
     eprintln!("meridian: stopped");
     Ok(())
 }

@@ -218,6 +218,11 @@ fn restart_keys(old: &ServerSettings, new: &ServerSettings) -> Vec<(&'static str
         new.allow_root.to_string(),
     );
     cmp("log", format!("{:?}", old.log), format!("{:?}", new.log));
+    let qlog = |q: &Option<crate::config::QueryLogConfig>| match q {
+        Some(q) => format!("file:{} sample {}", q.path.display(), q.sample),
+        None => "none".into(),
+    };
+    cmp("query_log", qlog(&old.query_log), qlog(&new.query_log));
     v
 }
 

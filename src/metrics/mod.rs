@@ -144,6 +144,11 @@ pub struct Metrics {
     pub udp_dropped_truncated: AtomicU64,
     /// UDP datagrams dropped unread: from source port 0, which no reply reaches.
     pub udp_dropped_port_0: AtomicU64,
+    /// Query log: dnstap frames written.
+    pub query_log_frames: AtomicU64,
+    /// Query log: sampled queries dropped (the ring was full, or the
+    /// messages did not fit a slot).
+    pub query_log_dropped: AtomicU64,
     /// Reloads that swapped in a new engine.
     pub reloads_ok: AtomicU64,
     /// Reloads that failed (the old engine kept serving).
@@ -179,6 +184,8 @@ impl Metrics {
             rrl_slipped: AtomicU64::new(0),
             udp_dropped_truncated: AtomicU64::new(0),
             udp_dropped_port_0: AtomicU64::new(0),
+            query_log_frames: AtomicU64::new(0),
+            query_log_dropped: AtomicU64::new(0),
             reloads_ok: AtomicU64::new(0),
             reloads_failed: AtomicU64::new(0),
             zone_loads: AtomicU64::new(0),

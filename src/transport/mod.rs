@@ -16,6 +16,7 @@
 //! cannot hold the slots against others.
 
 mod mmsg;
+pub mod qlog;
 pub mod rrl;
 pub mod state;
 pub mod tcp;

@@ -31,12 +31,20 @@ pub struct ServerState {
     pub tcp_listeners: AtomicUsize,
     /// Set to true on shutdown: TCP listeners stop accepting (and close).
     pub stop: tokio::sync::watch::Sender<bool>,
+    /// The query log's ring when `query_log` is set (at start; a reload
+    /// does not change it).
+    pub query_log: Option<Arc<super::qlog::QueryLog>>,
 }
 
 impl ServerState {
     /// Shared state serving `engine`, with zeroed counters and no shutdown.
     pub fn new(engine: Engine) -> Arc<ServerState> {
         let metrics = Metrics::new();
+        let query_log = engine
+            .settings
+            .query_log
+            .as_ref()
+            .map(|c| Arc::new(super::qlog::QueryLog::new(c)));
         Arc::new(ServerState {
             engine: ArcSwap::from_pointee(engine),
             metrics,
@@ -45,6 +53,7 @@ impl ServerState {
             tcp_idle: Mutex::new(IdleConns::default()),
             tcp_listeners: AtomicUsize::new(0),
             stop: tokio::sync::watch::Sender::new(false),
+            query_log,
         })
     }
 

@@ -231,6 +231,11 @@ async fn tcp_conn(
         src: peer.ip(),
         tcp: true,
     };
+    let qlog = shared.query_log.as_deref();
+    let server = match qlog {
+        Some(_) => stream.local_addr().ok(),
+        None => None,
+    };
     loop {
         // Answer every complete message already received.
         let mut off = 0;
@@ -242,12 +247,19 @@ async fn tcp_conn(
             }
             let engine = shared.engine.load();
             let msg = &inb[off + 2..off + 2 + len];
+            let qtime = match qlog {
+                Some(_) => super::qlog::now(),
+                None => (0, 0),
+            };
             let r = SCRATCH.with_borrow_mut(|scratch| {
                 RESP.with_borrow_mut(|resp| {
                     let r = engine.answer(msg, t, scratch, resp, &mut outcome);
                     if let Some(n) = r {
                         out.extend_from_slice(&(n as u16).to_be_bytes());
                         out.extend_from_slice(&resp[..n]);
+                        if let Some(q) = qlog.filter(|q| q.sample_tcp()) {
+                            q.push(&shared.metrics, true, peer, server, qtime, msg, &resp[..n]);
+                        }
                     }
                     r
                 })
