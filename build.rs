@@ -1,5 +1,5 @@
-//! Puts the git commit into `meridian --version` (`MERIDIAN_GIT_COMMIT`).
-//! The same script is tools/probe/build.rs; keep them alike.
+// Puts the git commit into `meridian --version` (`MERIDIAN_GIT_COMMIT`);
+// tools/probe/build.rs includes this file for `meridian-probe --version`.
 
 use std::path::Path;
 use std::process::Command;
@@ -21,17 +21,21 @@ fn main() {
     let given = std::env::var("MERIDIAN_GIT_COMMIT")
         .ok()
         .filter(|c| !c.trim().is_empty());
-    let commit = match given.or_else(|| git(&["rev-parse", "--short", "HEAD"])) {
-        Some(hash) if !hash.is_empty() => {
-            let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
-                .is_some_and(|s| !s.is_empty());
-            if dirty {
-                format!("{hash}+dirty")
-            } else {
-                hash
+    // A given value is final: "+dirty" is added only to what git says.
+    let commit = match given {
+        Some(c) => c,
+        None => match git(&["rev-parse", "--short", "HEAD"]).filter(|h| !h.is_empty()) {
+            Some(hash) => {
+                let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
+                    .is_some_and(|s| !s.is_empty());
+                if dirty {
+                    format!("{hash}+dirty")
+                } else {
+                    hash
+                }
             }
-        }
-        _ => "unknown".to_string(),
+            None => "unknown".to_string(),
+        },
     };
     println!("cargo:rustc-env=MERIDIAN_GIT_COMMIT={commit}");
 

@@ -54,22 +54,8 @@ fn burst(sock: &UdpSocket, server: SocketAddr, n: usize, ecs: bool) -> Tally {
         sent: n,
         ..Tally::default()
     };
-    // Read on another thread while sending, with a receive buffer large
-    // enough for every answer (the default holds only ~256 datagrams), so
-    // none is lost in our own socket.
-    big_receive_buffer(sock);
-    let reader = sock.try_clone().unwrap();
-    reader
-        .set_read_timeout(Some(Duration::from_millis(500)))
-        .unwrap();
-    let rx = std::thread::spawn(move || {
-        let mut got = Vec::new();
-        let mut buf = [0u8; 4096];
-        while let Ok((len, _)) = reader.recv_from(&mut buf) {
-            got.push(buf[..len].to_vec());
-        }
-        got
-    });
+    // Read while sending, so none is lost in our own socket.
+    let rx = collect_replies(sock);
     let t0 = Instant::now();
     for i in 0..n {
         // A short pause every 50 queries bounds what is in flight.
@@ -320,20 +306,27 @@ fn answered_any(sock: &UdpSocket, server: SocketAddr, names: &[String]) -> usize
         .count()
 }
 
-fn exchange(sock: &UdpSocket, server: SocketAddr, names: &[String]) -> Vec<Resp> {
+/// Read every reply on `sock` on another thread, with a receive buffer
+/// large enough for all of them (the default holds only ~256 datagrams),
+/// until 500 ms pass without one.
+fn collect_replies(sock: &UdpSocket) -> std::thread::JoinHandle<Vec<Vec<u8>>> {
     big_receive_buffer(sock);
     let reader = sock.try_clone().unwrap();
     reader
         .set_read_timeout(Some(Duration::from_millis(500)))
         .unwrap();
-    let rx = std::thread::spawn(move || {
+    std::thread::spawn(move || {
         let mut got = Vec::new();
         let mut buf = [0u8; 4096];
         while let Ok((len, _)) = reader.recv_from(&mut buf) {
             got.push(buf[..len].to_vec());
         }
         got
-    });
+    })
+}
+
+fn exchange(sock: &UdpSocket, server: SocketAddr, names: &[String]) -> Vec<Resp> {
+    let rx = collect_replies(sock);
     for (i, name) in names.iter().enumerate() {
         let mut q = Q::new(name, hickory_proto::rr::RecordType::A);
         q.id = i as u16;

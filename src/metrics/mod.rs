@@ -227,6 +227,8 @@ pub struct Local {
     queries: u64,
     dropped: u64,
     truncated: u64,
+    /// Datagrams dropped unread: cut by the kernel, and from port 0.
+    unread: [u64; 2],
     ecs: u64,
     rcode: [u64; RCODES],
     qtype: [u64; QTYPES.len() + 1],
@@ -242,6 +244,7 @@ impl Default for Local {
             queries: 0,
             dropped: 0,
             truncated: 0,
+            unread: [0; 2],
             ecs: 0,
             rcode: [0; RCODES],
             qtype: [0; QTYPES.len() + 1],
@@ -257,6 +260,16 @@ impl Local {
     /// out truncated instead.
     pub fn truncated_on_send(&mut self) {
         self.truncated += 1;
+    }
+
+    /// A datagram dropped unread because the kernel cut it (MSG_TRUNC).
+    pub fn unread_truncated(&mut self) {
+        self.unread[0] += 1;
+    }
+
+    /// A datagram dropped unread because it came from port 0.
+    pub fn unread_port_0(&mut self) {
+        self.unread[1] += 1;
     }
 
     /// Count one query; `answered` is false when no response was sent.
@@ -315,14 +328,17 @@ impl Local {
 
     /// Add the counts to the shared `m` and start again from zero.
     pub fn flush(&mut self, m: &Metrics) {
-        if self.queries == 0 {
-            return;
-        }
         let add = |a: &AtomicU64, v: u64| {
             if v > 0 {
                 a.fetch_add(v, Ordering::Relaxed);
             }
         };
+        add(&m.udp_dropped_truncated, self.unread[0]);
+        add(&m.udp_dropped_port_0, self.unread[1]);
+        self.unread = [0; 2];
+        if self.queries == 0 {
+            return;
+        }
         add(&m.queries, self.queries);
         add(&m.dropped, self.dropped);
         add(&m.truncated, self.truncated);

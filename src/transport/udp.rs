@@ -87,7 +87,6 @@ pub fn udp_worker(shared: Arc<ServerState>, sock: std::net::UdpSocket, share: us
     let mut local = crate::metrics::Local::default();
     let mut last_flush = std::time::Instant::now();
     let mut rrl: Option<Limiter> = None;
-    let mut dropped = Dropped::default();
     // The query log, if on: read once; off, it costs one test per datagram
     // of a local that never changes (no atomic, no clock, no copy).
     let qlog = shared.query_log.clone();
@@ -102,7 +101,6 @@ pub fn udp_worker(shared: Arc<ServerState>, sock: std::net::UdpSocket, share: us
             _ => {
                 local.flush(&shared.metrics);
                 flush_rrl(&shared, &mut rrl);
-                dropped.flush(&shared);
                 if stopping {
                     break;
                 }
@@ -129,13 +127,13 @@ pub fn udp_worker(shared: Arc<ServerState>, sock: std::net::UdpSocket, share: us
             // No reply can reach port 0 (and a spoofed one would aim it
             // at a service): drop, as gdnsd and hickory do.
             if peer.port() == 0 {
-                dropped.port_0 += 1;
+                local.unread_port_0();
                 continue;
             }
             // Longer than BUF (more than any EDNS client may send us):
             // the kernel cut it, and its first BUF octets are not the query.
             if batch.truncated(i) {
-                dropped.truncated += 1;
+                local.unread_truncated();
                 continue;
             }
             let src = peer.ip();
@@ -204,28 +202,6 @@ pub fn udp_worker(shared: Arc<ServerState>, sock: std::net::UdpSocket, share: us
             last_flush = std::time::Instant::now();
             local.flush(&shared.metrics);
             flush_rrl(&shared, &mut rrl);
-            dropped.flush(&shared);
-        }
-    }
-}
-
-/// Datagrams a worker dropped unread since its last flush.
-#[derive(Default)]
-struct Dropped {
-    truncated: u64,
-    port_0: u64,
-}
-
-impl Dropped {
-    fn flush(&mut self, shared: &ServerState) {
-        let m = &shared.metrics;
-        for (n, total) in [
-            (&mut self.truncated, &m.udp_dropped_truncated),
-            (&mut self.port_0, &m.udp_dropped_port_0),
-        ] {
-            if *n > 0 {
-                total.fetch_add(std::mem::take(n), Ordering::Relaxed);
-            }
         }
     }
 }

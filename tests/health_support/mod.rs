@@ -379,6 +379,24 @@ pub(crate) fn http_with(
     (code, body)
 }
 
+/// Whether `/metrics` answers 200 on a fresh connection (false when the
+/// connection cannot be made or is cut: the API may be out of descriptors).
+#[allow(dead_code)] // not every test file that includes this module uses it
+pub(crate) fn metrics_answer(api: SocketAddr) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut c) = std::net::TcpStream::connect(api) else {
+        return false;
+    };
+    c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let _ = write!(
+        c,
+        "GET /metrics HTTP/1.1\r\nHost: {api}\r\nConnection: close\r\n\r\n"
+    );
+    let mut out = String::new();
+    let _ = c.read_to_string(&mut out);
+    out.starts_with("HTTP/1.1 200")
+}
+
 pub(crate) fn status(api: SocketAddr) -> serde_json::Value {
     let (code, body) = http(api, "GET", "/status");
     assert_eq!(code, 200, "{body}");
