@@ -2,8 +2,8 @@
 //! the serving engine (swapped whole on reload, read without a lock), the
 //! counters and the shutdown signals.
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
@@ -25,7 +25,7 @@ pub struct ServerState {
     /// TCP connections open now, held under `tcp_max_connections`; past half
     /// of it, timeouts shrink to `BUSY_TIMEOUT`.
     pub tcp_conns: AtomicUsize,
-    /// TCP connections waiting for a query, oldest first (see `IdleConns`).
+    /// Open TCP connections and when each became idle (see `IdleConns`).
     pub tcp_idle: Mutex<IdleConns>,
     /// TCP listener tasks still running (see `tcp_listener`).
     pub tcp_listeners: AtomicUsize,
@@ -61,18 +61,19 @@ impl ServerState {
     /// one at the cap; false if none is idle. Its slot frees when its task
     /// sees the signal.
     pub fn evict_oldest_idle(&self) -> bool {
-        let oldest = self.idle().pop_first();
+        let oldest = self.idle().take_oldest();
         match oldest {
-            Some((_, n)) => {
-                n.notify_one();
+            Some(c) => {
+                c.close.notify_one();
                 true
             }
             None => false,
         }
     }
 
-    /// The idle set; a panic while it was held cannot leave it inconsistent
-    /// (each operation is one map call), so a poisoned lock is used as is.
+    /// The connection table; a panic while it was held cannot leave it
+    /// inconsistent (each operation is one map call), so a poisoned lock is
+    /// used as is.
     pub fn idle(&self) -> std::sync::MutexGuard<'_, IdleConns> {
         self.tcp_idle.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -85,31 +86,84 @@ impl ServerState {
     }
 }
 
-/// The TCP connections that wait for a query with nothing buffered, in the
-/// order they became idle, each with the signal that closes it. At the
-/// connection cap the listener closes the first (RFC 7766 §6.2.3: a server
-/// may close idle connections to free resources), as Knot and gdnsd do,
-/// instead of refusing the new client, which has a query to send.
+/// Every open TCP connection, registered once when it opens, with the
+/// moment it last became idle (waiting for a query with nothing buffered)
+/// and the signal that closes it. At the connection cap the listener closes
+/// the one idle the longest (RFC 7766 §6.2.3: a server may close idle
+/// connections to free resources), as Knot and gdnsd do, instead of
+/// refusing the new client, which has a query to send.
+///
+/// A connection's idle/busy changes are one atomic store on its own entry,
+/// so a query over TCP takes no lock; the table's lock is taken when a
+/// connection opens or closes, and by an eviction, which scans it.
 #[derive(Default)]
 pub struct IdleConns {
     next: u64,
-    by_age: BTreeMap<u64, Arc<tokio::sync::Notify>>,
+    conns: HashMap<u64, Arc<ConnIdle>>,
+}
+
+/// One connection's entry in [`IdleConns`].
+#[derive(Default)]
+pub struct ConnIdle {
+    /// When it became idle (a stamp from [`ConnIdle::stamp`]); 0 while busy.
+    since: AtomicU64,
+    /// Closes it from its idle wait.
+    pub close: tokio::sync::Notify,
+}
+
+/// Orders idle moments across connections (only their order matters).
+static IDLE_CLOCK: AtomicU64 = AtomicU64::new(1);
+
+impl ConnIdle {
+    /// Waiting for a query with nothing buffered, from now.
+    pub fn idle(&self) {
+        if self.since.load(Ordering::Relaxed) == 0 {
+            self.since.store(
+                IDLE_CLOCK.fetch_add(1, Ordering::Relaxed),
+                Ordering::Relaxed,
+            );
+        }
+    }
+
+    /// A query is arriving or being answered.
+    pub fn busy(&self) {
+        self.since.store(0, Ordering::Relaxed);
+    }
 }
 
 impl IdleConns {
-    /// Adds a connection that just became idle; the key removes it.
-    pub fn insert(&mut self, close: Arc<tokio::sync::Notify>) -> u64 {
+    /// Registers a new connection, idle from the start (one that connects
+    /// and sends nothing is the first to go); the key unregisters it.
+    pub fn insert(&mut self) -> (u64, Arc<ConnIdle>) {
         self.next += 1;
-        self.by_age.insert(self.next, close);
-        self.next
+        let c = Arc::new(ConnIdle::default());
+        c.idle();
+        self.conns.insert(self.next, c.clone());
+        (self.next, c)
     }
 
-    /// Removes a connection that is idle no more (or gone).
+    /// Unregisters a closed connection.
     pub fn remove(&mut self, key: u64) {
-        self.by_age.remove(&key);
+        self.conns.remove(&key);
     }
 
-    fn pop_first(&mut self) -> Option<(u64, Arc<tokio::sync::Notify>)> {
-        self.by_age.pop_first()
+    /// Claims the connection idle the longest (marks it busy so no other
+    /// eviction picks it) and returns it.
+    fn take_oldest(&self) -> Option<Arc<ConnIdle>> {
+        loop {
+            let (c, since) = self
+                .conns
+                .values()
+                .map(|c| (c, c.since.load(Ordering::Relaxed)))
+                .filter(|&(_, s)| s != 0)
+                .min_by_key(|&(_, s)| s)?;
+            // Lost to the connection itself turning busy: look again.
+            if c.since
+                .compare_exchange(since, 0, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            {
+                return Some(c.clone());
+            }
+        }
     }
 }

@@ -14,9 +14,7 @@ use std::time::{Duration, Instant};
 use socket2::{Protocol, Type};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use tokio::sync::Notify;
-
-use super::state::ServerState;
+use super::state::{ConnIdle, ServerState};
 use crate::answer::{Outcome, Scratch, Transport};
 
 thread_local! {
@@ -116,16 +114,13 @@ fn spawn_conn(shared: &Arc<ServerState>, stream: tokio::net::TcpStream, peer: So
         }
         shared.metrics.tcp_evicted.fetch_add(1, Ordering::Relaxed);
     }
-    // Idle from the start: a client that connects and sends nothing is the
-    // first to go, before the ones that have asked something since.
-    let close = Arc::new(Notify::new());
-    let key = shared.idle().insert(close.clone());
+    let (key, conn) = shared.idle().insert();
     let shared = shared.clone();
     tokio::spawn(async move {
         let mut slot = IdleSlot {
             shared: &shared,
-            key: Some(key),
-            close,
+            key,
+            conn,
         };
         let _ = tcp_conn(&shared, stream, peer, &mut slot).await;
         drop(slot);
@@ -133,31 +128,27 @@ fn spawn_conn(shared: &Arc<ServerState>, stream: tokio::net::TcpStream, peer: So
     });
 }
 
-/// A connection's place in `ServerState::tcp_idle` while it waits with
-/// nothing buffered, and the signal that closes it from there.
+/// A connection's entry in `ServerState::tcp_idle`, unregistered when the
+/// connection ends.
 struct IdleSlot<'a> {
     shared: &'a ServerState,
-    key: Option<u64>,
-    close: Arc<Notify>,
+    key: u64,
+    conn: Arc<ConnIdle>,
 }
 
 impl IdleSlot<'_> {
     fn idle(&mut self) {
-        if self.key.is_none() {
-            self.key = Some(self.shared.idle().insert(self.close.clone()));
-        }
+        self.conn.idle();
     }
 
     fn busy(&mut self) {
-        if let Some(k) = self.key.take() {
-            self.shared.idle().remove(k);
-        }
+        self.conn.busy();
     }
 }
 
 impl Drop for IdleSlot<'_> {
     fn drop(&mut self) {
-        self.busy();
+        self.shared.idle().remove(self.key);
     }
 }
 
@@ -377,7 +368,7 @@ async fn tcp_conn(
             },
             _ = tokio::time::sleep_until(wake.into()) => {}
             // Closed for a new client at the cap.
-            _ = slot.close.notified() => {
+            _ = slot.conn.close.notified() => {
                 slot.busy();
                 if have == 0 {
                     return Ok(());
