@@ -47,6 +47,9 @@ fn wire_size(set: RRset<'_>) -> usize {
 }
 
 impl Engine {
+    // One caller (`Engine::answer`): inlined, it passes nothing through the
+    // stack.
+    #[inline(always)]
     pub(super) fn resolve(
         &self,
         w: &mut Writer,
@@ -218,57 +221,65 @@ impl<'e> Ctx<'e, '_> {
                 return self.dynamic(w, b, binding, owner, v6);
             }
         }
-        // A CNAME is alone at its name among data (the zone builder enforces
+        if qtype == TYPE_ANY {
+            return self.any(w, node, owner);
+        }
+        // One pass over the RRsets (the common case: the first matches). A
+        // CNAME is alone at its name among data (the zone builder enforces
         // it), so it is the first set there.
-        if let Some(set) = node.rrsets().next().filter(|s| s.rtype == TYPE_CNAME) {
-            match qtype {
-                TYPE_CNAME => {}
-                // RFC 1034 §4.3.2 step 3a: ANY at an alias is the CNAME alone.
-                TYPE_ANY => {
-                    owner.write_rrset(w, set);
-                    return LookupRc::NoError;
+        for set in node.rrsets() {
+            if set.rtype == qtype {
+                owner.write_rrset(w, set);
+                if matches!(qtype, TYPE_NS | TYPE_MX | TYPE_SRV) {
+                    self.target_addresses(w, set, qtype);
                 }
+                return LookupRc::NoError;
+            }
+            if set.rtype == TYPE_CNAME {
                 // NSEC and RRSIG may sit beside a CNAME (RFC 2181 §10.1, RFC
                 // 4035 §2.5): they are the alias's own, never followed. The
                 // zone is unsigned, so NODATA.
-                TYPE_NSEC | TYPE_RRSIG => {
-                    self.negative(w);
-                    return LookupRc::NoError;
+                if matches!(qtype, TYPE_NSEC | TYPE_RRSIG) {
+                    break;
                 }
-                _ => {
-                    owner.write_rrset(w, set);
-                    return self.follow(w, set, qtype, depth);
-                }
-            }
-        }
-        if qtype == TYPE_ANY {
-            // RFC 8482 §4.1: ANY gets one RRset; the smallest on the wire
-            // (ties: the first), so ANY amplifies as little as it can.
-            let mut best: Option<(usize, RRset<'e>)> = None;
-            for set in node.rrsets() {
-                let size = wire_size(set);
-                if best.is_none_or(|(b, _)| size < b) {
-                    best = Some((size, set));
-                }
-            }
-            if let Some((_, set)) = best {
                 owner.write_rrset(w, set);
-                return LookupRc::NoError;
+                return self.follow(w, set, qtype, depth);
             }
-        } else if let Some(set) = node.rrset(qtype) {
-            owner.write_rrset(w, set);
-            if matches!(qtype, TYPE_NS | TYPE_MX | TYPE_SRV) {
-                // RFC 1035 §3.3.9, RFC 2782: addresses of in-zone targets.
-                for rd in set.records() {
-                    if let Some(t) = target(qtype, rd) {
-                        self.addresses(w, t, false);
-                    }
-                }
-            }
-            return LookupRc::NoError;
         }
         self.negative(w);
         LookupRc::NoError
+    }
+
+    /// ANY: one RRset (RFC 8482 §4.1), the smallest on the wire (ties: the
+    /// first), so ANY amplifies as little as it can; at an alias, the CNAME
+    /// alone (RFC 1034 §4.3.2 step 3a).
+    fn any(&mut self, w: &mut Writer, node: Node<'e>, owner: Owner) -> LookupRc {
+        let mut best: Option<(usize, RRset<'e>)> = None;
+        for set in node.rrsets() {
+            if set.rtype == TYPE_CNAME {
+                best = Some((0, set));
+                break;
+            }
+            let size = wire_size(set);
+            if best.is_none_or(|(b, _)| size < b) {
+                best = Some((size, set));
+            }
+        }
+        match best {
+            Some((_, set)) => owner.write_rrset(w, set),
+            None => self.negative(w),
+        }
+        LookupRc::NoError
+    }
+
+    /// RFC 1035 §3.3.9, RFC 2782: addresses of the in-zone targets of an
+    /// NS, MX or SRV RRset, where they fit.
+    fn target_addresses(&mut self, w: &mut Writer, set: RRset<'e>, qtype: u16) {
+        for rd in set.records() {
+            if let Some(t) = target(qtype, rd) {
+                self.addresses(w, t, false);
+            }
+        }
     }
 
     /// Follow a CNAME inside the zone (RFC 1034 §4.3.2 step 3a).

@@ -120,16 +120,10 @@ pub fn parse_query(p: &[u8], out: &mut Query) -> Result<(), Reject> {
             }
         }
         if questions_ok {
-            edns = match parse_records(p, i, counts) {
-                Ok((e, _, _)) => e,
-                Err(e) => e,
-            };
-        }
-        if let Some(e) = edns.as_mut() {
+            let mut tsig = None;
+            let (Ok(ecs_err) | Err(ecs_err)) = parse_records(p, i, counts, &mut edns, &mut tsig);
             // Only a clean ECS is echoed, and only with version 0.
-            if e.version != 0 {
-                e.ecs = None;
-            }
+            edns = scrub(edns, ecs_err);
         }
         if (flags >> 11) & 0xF != 0 {
             return Err(Reject::NotImp { edns });
@@ -155,14 +149,23 @@ pub fn parse_query(p: &[u8], out: &mut Query) -> Result<(), Reject> {
     out.qclass = qclass;
     i += 4;
     out.question_end = i;
-    let (edns, ecs_err, tsig) = parse_records(p, i, counts).map_err(|edns| Reject::FormErr {
-        question_end: Some(out.question_end),
-        edns,
-    })?;
-    if let Some(e) = edns {
+    let ecs_err = match parse_records(p, i, counts, &mut out.edns, &mut out.tsig) {
+        Ok(e) => e,
+        Err(ecs_err) => {
+            let edns = scrub(out.edns.take(), ecs_err);
+            out.tsig = None;
+            return Err(Reject::FormErr {
+                question_end: Some(out.question_end),
+                edns,
+            });
+        }
+    };
+    if let Some(e) = out.edns {
         if e.version != 0 {
             let mut e = e;
             e.ecs = None;
+            out.edns = None;
+            out.tsig = None;
             return Err(Reject::BadVers {
                 question_end: out.question_end,
                 edns: e,
@@ -171,28 +174,31 @@ pub fn parse_query(p: &[u8], out: &mut Query) -> Result<(), Reject> {
         if ecs_err.is_some() {
             let mut e = e;
             e.ecs = None;
+            out.edns = None;
+            out.tsig = None;
             return Err(Reject::FormErr {
                 question_end: Some(out.question_end),
                 edns: Some(e),
             });
         }
     }
-    out.edns = edns;
-    out.tsig = tsig;
     Ok(())
 }
 
 /// Walk the answer, authority and additional sections from `i` to the end
-/// of the packet and pick out the OPT record and a TSIG (its offset). On a
-/// malformed record (or bytes after the last one, or a TSIG that is not the
-/// last record, RFC 8945 §5.1) the error holds the OPT parsed so far, to
-/// echo it.
-#[allow(clippy::type_complexity)]
+/// of the packet and pick out the OPT record (into `edns`) and a TSIG (its
+/// offset, into `tsig`); returns the first ECS error. On a malformed record
+/// (or bytes after the last one, or a TSIG that is not the last record, RFC
+/// 8945 §5.1) the error holds the ECS error so far, and `edns` the OPT
+/// parsed so far, to echo it once scrubbed. Results go through `&mut` so
+/// the hot path copies no large value back.
 fn parse_records(
     p: &[u8],
     mut i: usize,
     (an, ns, ar): (u16, u16, u16),
-) -> Result<(Option<Edns>, Option<EcsError>, Option<usize>), Option<Edns>> {
+    edns: &mut Option<Edns>,
+    tsig: &mut Option<usize>,
+) -> Result<Option<EcsError>, Option<EcsError>> {
     // Answer and authority records are not expected in a query; skip them.
     // An OPT there is malformed (RFC 6891 §6.1.1: additional section only).
     for _ in 0..(an as usize + ns as usize) {
@@ -206,28 +212,30 @@ fn parse_records(
             return Err(None);
         }
     }
-    let mut edns: Option<Edns> = None;
     let mut ecs_err: Option<EcsError> = None;
-    let mut tsig = None;
     for n in 0..ar {
         let name_start = i;
-        i = skip_name(p, i).ok_or_else(|| scrub(edns, ecs_err))?;
-        let rtype = u16_at(p, i).ok_or_else(|| scrub(edns, ecs_err))?;
-        let class = u16_at(p, i + 2).ok_or_else(|| scrub(edns, ecs_err))?;
-        let ttl_hi = u16_at(p, i + 4).ok_or_else(|| scrub(edns, ecs_err))?;
-        let ttl_lo = u16_at(p, i + 6).ok_or_else(|| scrub(edns, ecs_err))?;
-        let rdlen = u16_at(p, i + 8).ok_or_else(|| scrub(edns, ecs_err))? as usize;
+        i = skip_name(p, i).ok_or(ecs_err)?;
+        // The fixed part: type, class, TTL, RDLENGTH.
+        let Some(fixed) = p.get(i..i + 10) else {
+            return Err(ecs_err);
+        };
+        let rtype = u16::from_be_bytes([fixed[0], fixed[1]]);
+        let class = u16::from_be_bytes([fixed[2], fixed[3]]);
+        let ttl_hi = u16::from_be_bytes([fixed[4], fixed[5]]);
+        let ttl_lo = u16::from_be_bytes([fixed[6], fixed[7]]);
+        let rdlen = u16::from_be_bytes([fixed[8], fixed[9]]) as usize;
         let rd_start = i + 10;
         let rd_end = rd_start + rdlen;
         if rd_end > p.len() {
-            return Err(scrub(edns, ecs_err));
+            return Err(ecs_err);
         }
         i = rd_end;
         if rtype == TYPE_TSIG {
             if n + 1 != ar || !crate::tsig::valid(p, name_start) {
-                return Err(scrub(edns, ecs_err));
+                return Err(ecs_err);
             }
-            tsig = Some(name_start);
+            *tsig = Some(name_start);
             continue;
         }
         if rtype != TYPE_OPT {
@@ -235,65 +243,65 @@ fn parse_records(
         }
         // RFC 6891 §6.1.1: one OPT, owned by the root.
         if edns.is_some() || p[name_start] != 0 || i - rdlen - 10 != name_start + 1 {
-            return Err(scrub(edns, ecs_err));
+            return Err(ecs_err);
         }
-        let mut e = Edns {
+        let e = edns.insert(Edns {
             udp_size: class,
             version: (ttl_hi & 0xFF) as u8,
             dnssec_ok: ttl_lo & 0x8000 != 0,
             ecs: None,
             cookie: None,
             nsid: false,
-        };
+        });
         let mut bad_cookie = false;
         let mut j = rd_start;
         while j < rd_end {
             let (Some(code), Some(len)) = (u16_at(p, j), u16_at(p, j + 2)) else {
                 // Echo the OPT without options: we cannot trust any of them.
                 e.ecs = None;
-                return Err(Some(e));
+                return Err(None);
             };
             let body = j + 4;
             let end = body + len as usize;
             if end > rd_end {
                 e.ecs = None;
-                return Err(Some(e));
+                return Err(None);
             }
-            if code == OPT_NSID {
-                e.nsid |= len == 0;
-            }
-            if code == OPT_ECS {
-                if e.ecs.is_some() {
-                    ecs_err.get_or_insert(EcsError::Duplicate);
-                } else {
-                    match ClientSubnet::parse(&p[body..end]) {
-                        Ok(c) => e.ecs = Some(c),
-                        Err(err) => {
-                            ecs_err.get_or_insert(err);
+            match code {
+                OPT_NSID => e.nsid |= len == 0,
+                OPT_ECS => {
+                    if e.ecs.is_some() {
+                        ecs_err.get_or_insert(EcsError::Duplicate);
+                    } else {
+                        match ClientSubnet::parse(&p[body..end]) {
+                            Ok(c) => e.ecs = Some(c),
+                            Err(err) => {
+                                ecs_err.get_or_insert(err);
+                            }
                         }
                     }
                 }
-            }
-            if code == crate::cookie::OPT_COOKIE {
-                // RFC 7873 §5.2.2: a malformed COOKIE (or two) is FORMERR.
-                match crate::cookie::Cookie::parse(&p[body..end]) {
-                    Some(_) if e.cookie.is_none() => e.cookie = Some((body as u16, len as u8)),
-                    _ => bad_cookie = true,
+                crate::cookie::OPT_COOKIE => {
+                    // RFC 7873 §5.2.2: a malformed COOKIE (or two) is FORMERR.
+                    match crate::cookie::Cookie::parse(&p[body..end]) {
+                        Some(_) if e.cookie.is_none() => e.cookie = Some((body as u16, len as u8)),
+                        _ => bad_cookie = true,
+                    }
                 }
+                _ => {}
             }
             j = end;
         }
         if bad_cookie {
             e.cookie = None;
-            return Err(scrub(Some(e), ecs_err));
+            return Err(ecs_err);
         }
-        edns = Some(e);
     }
     if i != p.len() {
         // Trailing garbage after the last record.
-        return Err(scrub(edns, ecs_err));
+        return Err(ecs_err);
     }
-    Ok((edns, ecs_err, tsig))
+    Ok(ecs_err)
 }
 
 /// The OPT to echo in an error: its ECS only if every ECS option was valid
