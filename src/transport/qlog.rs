@@ -749,6 +749,34 @@ mod tests {
     }
 
     #[test]
+    fn workers_start_at_random_phases() {
+        let log = QueryLog::new(&QueryLogConfig { sample: 8, ..cfg() });
+        let mut seen = [false; 8];
+        for _ in 0..1000 {
+            seen[log.phase() as usize] = true;
+        }
+        assert!(seen.iter().all(|&s| s), "{seen:?}");
+        // Sample 1 (every query): phase 0.
+        assert_eq!(QueryLog::new(&cfg()).phase(), 0);
+    }
+
+    #[test]
+    fn handshake_reads_accept_and_its_content_type() {
+        let mut accept = control_frame(CONTROL_ACCEPT, Some(CONTENT_TYPE))
+            .as_slice()
+            .to_vec();
+        let (kind, types) = read_control(&mut accept.as_slice()).unwrap();
+        assert_eq!(kind, CONTROL_ACCEPT);
+        assert_eq!(types, [CONTENT_TYPE.to_vec()]);
+        // A data frame, or a length past fstrm's cap, is refused.
+        accept[3] = 1;
+        assert!(read_control(&mut accept.as_slice()).is_err());
+        let mut long = 0u32.to_be_bytes().to_vec();
+        long.extend_from_slice(&4096u32.to_be_bytes());
+        assert!(read_control(&mut long.as_slice()).is_err());
+    }
+
+    #[test]
     fn varints() {
         let mut v = Vec::new();
         varint(&mut v, 300);
