@@ -391,7 +391,11 @@ impl Sink {
     /// A write failed: drop the sink (without flushing into it again) and
     /// say so once.
     fn lost(&mut self, e: std::io::Error) {
-        self.out = None;
+        if let Some(out) = self.out.take() {
+            // Dropping a `BufWriter` flushes it: into a stuck collector
+            // that would block the writer for another timeout.
+            let _ = out.w.into_parts();
+        }
         match &self.to {
             QueryLogSink::Unix(path) => {
                 tracing::warn!(
