@@ -590,6 +590,15 @@ fn reload_applies_a_changed_sink_and_sample() {
         ask(&s, "mail.example.test.", 10 + i);
     }
     wait_metric(api, "meridian_query_log_frames_total", 8.0);
+    // Turning it off needs a restart, as for `listen`: said, and logging goes on.
+    config(&dir, "");
+    assert!(s.reload(Duration::from_secs(10)).contains("reloaded"));
+    assert_eq!(
+        s.log_count("[server] query_log changed (file:"),
+        1,
+        "{:#?}",
+        s.stderr.lock().unwrap()
+    );
     stop(s);
     assert_eq!(frames(&std::fs::read(&a).unwrap()).1.len(), 3);
     assert_eq!(
@@ -597,4 +606,72 @@ fn reload_applies_a_changed_sink_and_sample() {
         5,
         "one in 2 of 10 queries"
     );
+}
+
+/// A collector that does the handshake and then never reads: meridian's
+/// writes stall, time out, and the connection is dropped; answering goes
+/// on and shutdown does not hang on the writer.
+#[test]
+fn stuck_collector_is_dropped_not_waited_for() {
+    use std::io::{Read, Write};
+    let dir = TempDir::new("query-log-stuck");
+    let sock = dir.0.join("dnstap.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let (held_tx, held_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        // Every connection: READY in, ACCEPT out, START in, then silence.
+        for conn in listener.incoming() {
+            let Ok(mut c) = conn else { return };
+            let mut control = || {
+                let mut h = [0u8; 8];
+                c.read_exact(&mut h).unwrap();
+                assert_eq!(u32_at(&h, 0), 0, "not a control frame");
+                let mut body = vec![0u8; u32_at(&h, 4) as usize];
+                c.read_exact(&mut body).unwrap();
+                u32_at(&body, 0)
+            };
+            assert_eq!(control(), 4, "READY first");
+            let ct = b"protobuf:dnstap.Dnstap";
+            let mut accept = Vec::new();
+            for w in [0, 12 + ct.len() as u32, 1, 1, ct.len() as u32] {
+                accept.extend_from_slice(&w.to_be_bytes());
+            }
+            accept.extend_from_slice(ct);
+            c.write_all(&accept).unwrap();
+            let mut c2 = c.try_clone().unwrap();
+            let mut h = [0u8; 12];
+            c2.read_exact(&mut h).unwrap();
+            assert_eq!(u32_at(&h, 8), 2, "START after ACCEPT");
+            let _ = held_tx.send(c);
+        }
+    });
+    let cfg = config(&dir, &format!("query_log = \"unix:{}\"", sock.display()));
+    let s = Server::start(&cfg, &[]);
+    assert!(
+        s.wait_log(CONNECTED, Duration::from_secs(5)),
+        "no handshake"
+    );
+    let _held = held_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    // Enough frames to fill the socket's buffer many times over.
+    let t0 = Instant::now();
+    let mut i = 0u16;
+    while s.log_count("lost the dnstap collector") == 0 {
+        for _ in 0..500 {
+            let (_, took) = ask(&s, "ns1.example.test.", i);
+            assert!(took < Duration::from_millis(500), "query {i} took {took:?}");
+            i = i.wrapping_add(1);
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the stuck collector is never dropped ({i} queries): {:#?}",
+            s.stderr.lock().unwrap()
+        );
+    }
+    assert!(
+        s.log_count("stopped reading") > 0,
+        "{:#?}",
+        s.stderr.lock().unwrap()
+    );
+    assert!(s.alive());
+    stop(s);
 }

@@ -398,8 +398,15 @@ impl Sink {
         }
         match &self.to {
             QueryLogSink::Unix(path) => {
+                let why = match e.kind() {
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => format!(
+                        "it stopped reading: a write waited {} s",
+                        SOCKET_TIMEOUT.as_secs()
+                    ),
+                    _ => e.to_string(),
+                };
                 tracing::warn!(
-                    "query log: lost the dnstap collector at {} ({e}); dropping entries and reconnecting",
+                    "query log: lost the dnstap collector at {} ({why}); dropping entries and reconnecting",
                     path.display()
                 );
                 self.down_said = true;
