@@ -96,8 +96,8 @@ pub struct ServerCfg {
     /// `hostname.bind` (default: the host name; "" turns them off).
     #[serde(default)]
     pub identity: Option<Spanned<String>>,
-    /// `[server] query_log`: the dnstap query log's sink, `file:PATH`
-    /// (off when absent; see docs/src/ops/query-log.md).
+    /// `[server] query_log`: the dnstap query log's sink, `file:PATH` or
+    /// `unix:PATH` (off when absent; see docs/src/ops/query-log.md).
     #[serde(default)]
     pub query_log: Option<Spanned<String>>,
     /// `[server] query_log_sample`: log one query in N (default 1: all).

@@ -16,5 +16,5 @@ pub mod zones;
 
 pub use api::{ApiSettings, Scope, Token};
 pub use file::*;
-pub use server::{QueryLogConfig, RrlConfig, ServerSettings};
+pub use server::{QueryLogConfig, QueryLogSink, RrlConfig, ServerSettings};
 pub use source::{parse_listen, Source};

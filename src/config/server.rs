@@ -51,10 +51,30 @@ pub struct ServerSettings {
 /// `query_log` and `query_log_sample`, checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QueryLogConfig {
-    /// The file that dnstap frames are appended to (`file:PATH`).
-    pub path: std::path::PathBuf,
+    /// Where the dnstap frames go.
+    pub sink: QueryLogSink,
     /// Log one query in this many (1: all).
     pub sample: u32,
+}
+
+/// The query log's destination, as `query_log` names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum QueryLogSink {
+    /// `file:PATH`: a Frame Streams file, rewritten at start, reopened on
+    /// reload when it was renamed (logrotate).
+    File(std::path::PathBuf),
+    /// `unix:PATH`: a dnstap collector listening on a Unix stream socket
+    /// (bidirectional Frame Streams, as Knot, BIND and Unbound send).
+    Unix(std::path::PathBuf),
+}
+
+impl std::fmt::Display for QueryLogSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            QueryLogSink::File(p) => write!(f, "file:{}", p.display()),
+            QueryLogSink::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
 }
 
 /// Range of `query_log_sample`.
@@ -245,7 +265,8 @@ fn key_span(src: &Source, key: &str) -> std::ops::Range<usize> {
     0..0
 }
 
-/// `query_log = "file:PATH"` and `query_log_sample = N`, in one place.
+/// `query_log = "file:PATH" | "unix:PATH"` and `query_log_sample = N`,
+/// in one place.
 fn query_log(src: &Source, c: &ServerCfg) -> Result<Option<QueryLogConfig>, LocatedError> {
     let sample = match &c.query_log_sample {
         None => 1,
@@ -269,20 +290,48 @@ fn query_log(src: &Source, c: &ServerCfg) -> Result<Option<QueryLogConfig>, Loca
         return Ok(None);
     };
     let v = q.get_ref();
-    match v.split_once(':') {
-        Some(("file", path)) if !path.is_empty() => Ok(Some(QueryLogConfig {
-            path: path.into(),
-            sample,
-        })),
-        Some(("unix", _)) => Err(src.err(
-            q.span(),
-            format!("query_log {v:?}: the unix: sink is not built yet; use file:PATH"),
-        )),
-        _ => Err(src.err(
-            q.span(),
-            format!("bad query_log {v:?}: write file:PATH (leave it out to turn the log off)"),
-        )),
-    }
+    let sink = match v.split_once(':') {
+        Some(("file", path)) if !path.is_empty() => QueryLogSink::File(path.into()),
+        Some(("unix", path)) => {
+            let p = std::path::Path::new(path);
+            // Reconnected to for as long as meridian runs: an absolute path
+            // names the same socket whatever the working directory.
+            if !p.is_absolute() {
+                return Err(src.err(
+                    q.span(),
+                    format!("query_log {v:?}: the unix: socket path must be absolute"),
+                ));
+            }
+            match p.parent() {
+                Some(d) if d.is_dir() => {}
+                _ => {
+                    return Err(src.err(
+                        q.span(),
+                        format!(
+                            "query_log {v:?}: the socket's directory {} does not exist",
+                            p.parent().unwrap_or(p).display()
+                        ),
+                    ))
+                }
+            }
+            if p.file_name().is_none() {
+                return Err(src.err(
+                    q.span(),
+                    format!("query_log {v:?}: name the socket, not a directory"),
+                ));
+            }
+            QueryLogSink::Unix(p.into())
+        }
+        _ => {
+            return Err(src.err(
+                q.span(),
+                format!(
+                    "bad query_log {v:?}: write file:PATH or unix:PATH (leave it out to turn the log off)"
+                ),
+            ))
+        }
+    };
+    Ok(Some(QueryLogConfig { sink, sample }))
 }
 
 /// `nsid` (text) or `nsid_hex`: 1 to 512 octets.

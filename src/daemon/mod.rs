@@ -90,7 +90,7 @@ pub fn serve(
         }
     }
     let shared = ServerState::new(engine);
-    // The query log's file is opened now, before privileges are dropped.
+    // A query log file is opened now, before privileges are dropped.
     let qlog_writer = match (&shared.query_log, &shared.engine.load().settings.query_log) {
         (Some(log), Some(cfg)) => {
             let ident = shared.engine.load().settings.identity.clone();
@@ -100,12 +100,7 @@ pub fn serve(
                 cfg,
                 ident.as_deref(),
             )
-            .map_err(|e| {
-                format!(
-                    "meridian: cannot open query_log {}: {e}",
-                    cfg.path.display()
-                )
-            })?;
+            .map_err(|e| format!("meridian: cannot open query_log {}: {e}", cfg.sink))?;
             Some(h)
         }
         _ => None,

@@ -153,6 +153,22 @@ pub(super) fn reload(d: &Daemon, why: &str) -> bool {
         // Stopping: nothing left to swap in for.
         return false;
     }
+    let ok = swap(d, why, old, built);
+    // Even after a failed build: logrotate's SIGHUP must reopen the file.
+    if let (Some(log), Some(cfg)) = (&shared.query_log, &shared.engine.load().settings.query_log) {
+        log.reconfigure(cfg);
+    }
+    ok
+}
+
+/// Serve a built engine, or log why the build failed.
+fn swap(
+    d: &Daemon,
+    why: &str,
+    old: Arc<crate::engine::Engine>,
+    built: Result<crate::engine::Engine, crate::error::LocatedError>,
+) -> bool {
+    let shared = &d.server;
     match built {
         Ok(new) => {
             let new = for_serving(new);
@@ -218,11 +234,15 @@ fn restart_keys(old: &ServerSettings, new: &ServerSettings) -> Vec<(&'static str
         new.allow_root.to_string(),
     );
     cmp("log", format!("{:?}", old.log), format!("{:?}", new.log));
-    let qlog = |q: &Option<crate::config::QueryLogConfig>| match q {
-        Some(q) => format!("file:{} sample {}", q.path.display(), q.sample),
-        None => "none".into(),
-    };
-    cmp("query_log", qlog(&old.query_log), qlog(&new.query_log));
+    // A changed sink or sample applies on reload (`QueryLog::reconfigure`);
+    // turning the log on or off needs the ring made, or not, at start.
+    if old.query_log.is_some() != new.query_log.is_some() {
+        let qlog = |q: &Option<crate::config::QueryLogConfig>| match q {
+            Some(q) => q.sink.to_string(),
+            None => "none".into(),
+        };
+        cmp("query_log", qlog(&old.query_log), qlog(&new.query_log));
+    }
     v
 }
 

@@ -31,8 +31,8 @@ pub struct ServerState {
     pub tcp_listeners: AtomicUsize,
     /// Set to true on shutdown: TCP listeners stop accepting (and close).
     pub stop: tokio::sync::watch::Sender<bool>,
-    /// The query log's ring when `query_log` is set (at start; a reload
-    /// does not change it).
+    /// The query log's ring when `query_log` is set at start (a reload may
+    /// change its sink and sample, not turn it on or off).
     pub query_log: Option<Arc<super::qlog::QueryLog>>,
 }
 

@@ -91,7 +91,8 @@ pub fn udp_worker(shared: Arc<ServerState>, sock: std::net::UdpSocket, share: us
     // of a local that never changes (no atomic, no clock, no copy).
     let qlog = shared.query_log.clone();
     let server = sock.local_addr().ok();
-    let mut qcount: u32 = 0;
+    // Each worker starts its countdown at a random phase (see `phase`).
+    let mut qcount: u32 = qlog.as_deref().map_or(0, |q| q.phase());
     loop {
         let stopping = shared.shutdown.load(Ordering::Relaxed);
         // Block for the first datagram, then take whatever else is queued;
@@ -115,10 +116,10 @@ pub fn udp_worker(shared: Arc<ServerState>, sock: std::net::UdpSocket, share: us
             rrl = engine.settings.rrl.map(|c| Limiter::new(c, share));
         }
         let now = rrl.as_ref().map(|l| l.now_ms()).unwrap_or(0);
-        let qtime = if qlog.is_some() {
-            super::qlog::now()
-        } else {
-            (0, 0)
+        // The query time and the sample (a reload may change it), per batch.
+        let (qtime, qsample) = match qlog.as_deref() {
+            Some(q) => (super::qlog::now(), q.sample()),
+            None => ((0, 0), 0),
         };
         for i in 0..n {
             let Some(peer) = batch.peer(i) else {
@@ -155,7 +156,7 @@ pub fn udp_worker(shared: Arc<ServerState>, sock: std::net::UdpSocket, share: us
             if let Some(rlen) = r {
                 if let Some(q) = qlog.as_deref() {
                     qcount += 1;
-                    if qcount >= q.sample {
+                    if qcount >= qsample {
                         qcount = 0;
                         q.push(
                             &shared.metrics,
