@@ -239,7 +239,7 @@ impl Collector for Counters {
         single(
             &mut enc,
             "meridian_query_log_dropped",
-            "Query log: sampled queries dropped because the ring was full.",
+            "Query log: sampled queries dropped (ring full, exchange too large, or the sink down).",
             load(&m.query_log_dropped),
         )?;
 
