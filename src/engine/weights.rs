@@ -119,7 +119,7 @@ impl RuntimeWeights {
             .count();
         if matched == 0 && weight.is_some() {
             return Err(match port {
-                Some(p) => format!("no member {addr} is checked on port {p}"),
+                Some(p) => format!("no pool has a member {addr} on port {p}"),
                 None => format!("no pool has a member {addr}"),
             });
         }
