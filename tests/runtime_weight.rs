@@ -70,7 +70,10 @@ fn ctl(dir: &Path, api: SocketAddr, args: &[&str]) -> (i32, String, String) {
 }
 
 fn weights_in_status(api: SocketAddr) -> Vec<serde_json::Value> {
-    status(api)["weights"].as_array().cloned().unwrap_or_default()
+    status(api)["weights"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
 }
 
 #[test]
@@ -86,7 +89,10 @@ fn weight_zero_takes_a_member_out_and_weight_three_triples_its_share() {
     let (code, out, err) = ctl(&dir.0, api, &["weight", "192.0.2.1", "0"]);
     assert_eq!(code, 0, "{out}{err}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("JSON answer");
-    assert_eq!((v["weight"].as_f64(), v["members"].as_u64()), (Some(0.0), Some(1)));
+    assert_eq!(
+        (v["weight"].as_f64(), v["members"].as_u64()),
+        (Some(0.0), Some(1))
+    );
     let t = tally(&s, "trio.health.test.", N);
     assert_eq!(t.get(&a1), None, "a weight-0 member was answered: {t:?}");
     for other in ["192.0.2.2", "192.0.2.3"] {
@@ -101,7 +107,10 @@ fn weight_zero_takes_a_member_out_and_weight_three_triples_its_share() {
     assert_eq!(code, 0, "{err}");
     let t = tally(&s, "duo.health.test.", N);
     let k = t.get(&ip("192.0.2.11")).copied().unwrap_or(0);
-    assert!(near(k, N, 0.75), "192.0.2.11 got {k} of {N}, want about 75 %");
+    assert!(
+        near(k, N, 0.75),
+        "192.0.2.11 got {k} of {N}, want about 75 %"
+    );
 
     // Every member at 0: answered as if the weights were equal, never empty.
     let (code, _, err) = ctl(&dir.0, api, &["weight", "192.0.2.11", "0"]);
@@ -205,12 +214,18 @@ fn weights_survive_reloads_and_show_in_status_and_metrics() {
         assert_eq!(t.get(&ip("192.0.2.1")), None, "{when}: {t:?}");
         let text = metrics(api);
         assert_eq!(
-            metric(&text, "meridian_member_weight{pool=\"trio\",address=\"192.0.2.1\"}"),
+            metric(
+                &text,
+                "meridian_member_weight{pool=\"trio\",address=\"192.0.2.1\"}"
+            ),
             Some(0.0),
             "{when}"
         );
         assert_eq!(
-            metric(&text, "meridian_member_weight{pool=\"duo\",address=\"192.0.2.12\"}"),
+            metric(
+                &text,
+                "meridian_member_weight{pool=\"duo\",address=\"192.0.2.12\"}"
+            ),
             Some(2.5),
             "{when}"
         );
@@ -249,10 +264,22 @@ fn bad_values_unknown_members_and_missing_tokens_are_refused() {
         ("/weight/192.0.2.1?weight=NaN", 400, "bad weight"),
         ("/weight/192.0.2.1?weight=1000", 400, "bad weight"),
         ("/weight/192.0.2.1", 400, "weight=N"),
-        ("/weight/192.0.2.1?weight=2&color=red", 400, "unknown parameter"),
+        (
+            "/weight/192.0.2.1?weight=2&color=red",
+            400,
+            "unknown parameter",
+        ),
         ("/weight/not-an-address?weight=2", 400, "bad address"),
-        ("/weight/192.0.2.99?weight=2", 404, "no pool has a member 192.0.2.99"),
-        ("/weight/192.0.2.1:9?weight=2", 404, "no pool has a member 192.0.2.1 on port 9"),
+        (
+            "/weight/192.0.2.99?weight=2",
+            404,
+            "no pool has a member 192.0.2.99",
+        ),
+        (
+            "/weight/192.0.2.1:9?weight=2",
+            404,
+            "no pool has a member 192.0.2.1 on port 9",
+        ),
     ] {
         let (got, body) = http(api, "POST", target);
         assert_eq!(got, code, "{target}: {body}");
@@ -263,9 +290,19 @@ fn bad_values_unknown_members_and_missing_tokens_are_refused() {
 
     // Without a token, and with a read token: refused as /override is.
     let host = api.to_string();
-    let (ovr, _) = http_with(api, "POST", "/override/192.0.2.1?state=down", &[("Host", &host)]);
+    let (ovr, _) = http_with(
+        api,
+        "POST",
+        "/override/192.0.2.1?state=down",
+        &[("Host", &host)],
+    );
     assert!(ovr == 401 || ovr == 403, "{ovr}");
-    let (code, body) = http_with(api, "POST", "/weight/192.0.2.1?weight=0", &[("Host", &host)]);
+    let (code, body) = http_with(
+        api,
+        "POST",
+        "/weight/192.0.2.1?weight=0",
+        &[("Host", &host)],
+    );
     assert_eq!(code, ovr, "{body}");
     let read = format!("Bearer {READ_TOKEN}");
     let (code, body) = http_with(
@@ -285,5 +322,8 @@ fn bad_values_unknown_members_and_missing_tokens_are_refused() {
     assert_eq!(code, 2, "{err}");
     let (code, _, err) = ctl(&dir.0, api, &["weight", "192.0.2.99", "2"]);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("404") && err.contains("no pool has a member"), "{err}");
+    assert!(
+        err.contains("404") && err.contains("no pool has a member"),
+        "{err}"
+    );
 }

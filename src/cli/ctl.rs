@@ -66,12 +66,18 @@ pub fn run(t: &Target, action: &Action) -> Result<String, String> {
             address,
             state,
             port,
-        } => ("POST", write_path("override", address, "state", state, *port)),
+        } => (
+            "POST",
+            write_path("override", address, "state", state, *port),
+        ),
         Action::Weight {
             address,
             weight,
             port,
-        } => ("POST", write_path("weight", address, "weight", weight, *port)),
+        } => (
+            "POST",
+            write_path("weight", address, "weight", weight, *port),
+        ),
         Action::Reload => ("POST", "/reload".to_string()),
         Action::Stop => ("POST", "/stop".to_string()),
     };

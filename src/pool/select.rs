@@ -111,10 +111,7 @@ pub fn select(
                     .map(|k| order[(at + k) % order.len()] as usize)
                     .find(|&m| m < MAX_MEMBERS && is_up[m / 64] & (1 << (m % 64)) != 0);
                 match pick {
-                    Some(p) => cand[..n]
-                        .iter()
-                        .position(|&c| c as usize == p)
-                        .unwrap_or(0),
+                    Some(p) => cand[..n].iter().position(|&c| c as usize == p).unwrap_or(0),
                     // Only members of weight 0 are up: they lead in turn.
                     None => at % n,
                 }
@@ -273,7 +270,14 @@ mod tests {
         assert_eq!(p.rotation(false).order()[..], [0, 1]);
         let mut seen = [0; 2];
         for _ in 0..1000 {
-            select(&mut sel, &p.v4, p.rotation(false), Mode::One, &|_| true, &mut out);
+            select(
+                &mut sel,
+                &p.v4,
+                p.rotation(false),
+                Mode::One,
+                &|_| true,
+                &mut out,
+            );
             seen[out[0] as usize] += 1;
         }
         assert!(seen[0] > 400 && seen[1] > 400, "{seen:?}");
