@@ -20,9 +20,9 @@ pub mod select;
 pub use select::{select, Selector};
 
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use arc_swap::ArcSwap;
+use arc_swap::ArcSwapOption;
 
 /// What to answer when every candidate pool is down.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,41 +179,61 @@ pub const MAX_PERIOD: u64 = 1 << 16;
 
 /// The `rotate` order of one pool family: the members that lead one period
 /// of smooth weighted round robin (nginx), and the shared counter that says
-/// where the next answer is in it. The order is replaced whole (an
-/// `ArcSwap`) when effective weights change; readers never wait.
+/// where the next answer is in it. The period of the configured weights is
+/// kept inline; when effective weights differ from them, a period built
+/// from those is published whole (an `ArcSwap`) and a flag says to use it,
+/// so pools without runtime weights pay nothing for them.
 #[derive(Debug, Default)]
 pub struct Rotation {
-    order: ArcSwap<Box<[u16]>>,
+    configured: Box<[u16]>,
+    effective: ArcSwapOption<Box<[u16]>>,
+    reweighed: AtomicBool,
     next: AtomicU64,
 }
 
 impl Clone for Rotation {
     fn clone(&self) -> Rotation {
         Rotation {
-            order: ArcSwap::new(self.order.load_full()),
+            configured: self.configured.clone(),
+            effective: ArcSwapOption::new(self.effective.load_full()),
+            reweighed: AtomicBool::new(self.reweighed.load(Ordering::Relaxed)),
             next: AtomicU64::new(0),
         }
     }
 }
 
 impl Rotation {
-    /// One period of smooth weighted round robin over `members`' effective weights.
+    /// One period of smooth weighted round robin over `members`' weights.
     pub fn new(members: &[Member]) -> Rotation {
+        let w: Vec<u64> = members.iter().map(|m| u64::from(m.weight)).collect();
         Rotation {
-            order: ArcSwap::from_pointee(Self::period(members)),
-            next: AtomicU64::new(0),
+            configured: Self::period(w),
+            ..Rotation::default()
         }
     }
 
     /// Recompute the order from `members`' effective weights and publish it
-    /// (the counter goes on where it was).
+    /// (the counter goes on where it was); back to the configured order
+    /// when they are the configured weights again.
     pub fn rebuild(&self, members: &[Member]) {
-        self.order.store(std::sync::Arc::new(Self::period(members)));
+        let configured = members
+            .iter()
+            .all(|m| m.effective() == u64::from(m.weight) * WEIGHT_UNIT);
+        if configured {
+            self.reweighed.store(false, Ordering::Release);
+            self.effective.store(None);
+        } else {
+            let w = members.iter().map(|m| m.effective()).collect();
+            self.effective
+                .store(Some(std::sync::Arc::new(Self::period(w))));
+            self.reweighed.store(true, Ordering::Release);
+        }
     }
 
-    /// One period: members of weight 0 never lead, unless every member
-    /// has weight 0 (then all lead in turn, as if the weights were equal).
-    fn period(members: &[Member]) -> Box<[u16]> {
+    /// One period over weights `w`: members of weight 0 never lead, unless
+    /// every member has weight 0 (then all lead in turn, as if the weights
+    /// were equal).
+    fn period(mut w: Vec<u64>) -> Box<[u16]> {
         fn gcd(a: u64, b: u64) -> u64 {
             if b == 0 {
                 a
@@ -221,7 +241,6 @@ impl Rotation {
                 gcd(b, a % b)
             }
         }
-        let mut w: Vec<u64> = members.iter().map(|m| m.effective()).collect();
         if w.iter().all(|&x| x == 0) {
             w.iter_mut().for_each(|x| *x = 1);
         }
@@ -251,11 +270,22 @@ impl Rotation {
         order.into_boxed_slice()
     }
 
-    /// The period: member indices, each leading in proportion to its
-    /// weight. A lock-free guard; hold it only for one answer.
+    /// Run `f` on the period in force: member indices, each leading in
+    /// proportion to its weight. Lock-free: the configured period with one
+    /// flag load, or the published effective one with one `ArcSwap` load.
     #[inline]
-    pub fn order(&self) -> arc_swap::Guard<std::sync::Arc<Box<[u16]>>> {
-        self.order.load()
+    pub fn with_order<R>(&self, f: impl FnOnce(&[u16]) -> R) -> R {
+        if self.reweighed.load(Ordering::Acquire) {
+            if let Some(order) = &*self.effective.load() {
+                return f(order);
+            }
+        }
+        f(&self.configured)
+    }
+
+    /// A copy of the period in force (tests, diagnostics; allocates).
+    pub fn order(&self) -> Vec<u16> {
+        self.with_order(|o| o.to_vec())
     }
 
     /// The position of this answer in `order` (advances the shared counter).

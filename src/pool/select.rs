@@ -7,9 +7,9 @@
 //! relaxed load each). If every usable member has effective weight 0, they
 //! are picked as if the weights were equal: weights never empty an answer.
 //!
-//! Picking allocates nothing and takes no lock; `rotate` loads the pool's
-//! published order (lock-free) and does one relaxed atomic add on its
-//! shared counter ([`Rotation`]).
+//! Picking allocates nothing and takes no lock; `rotate` reads the pool's
+//! order in force (lock-free, [`Rotation::with_order`]) and does one relaxed
+//! atomic add on its shared counter.
 
 use super::{Member, Mode, Rotation, MAX_MEMBERS};
 
@@ -91,36 +91,45 @@ pub fn select(
             k
         }
         Mode::Rotate => {
-            // The next leader of the shared smooth weighted round robin
-            // order; when members are down, the next one in the order that
-            // is up (so the others keep their relative shares).
-            let guard = rotation.order();
-            let order: &[u16] = &guard;
-            let at = rotation.take(order);
-            let lead = if n == members.len() || order.is_empty() {
-                match order.get(at) {
-                    Some(&m) if (m as usize) < n => m as usize,
-                    _ => 0,
-                }
-            } else {
-                let mut is_up = [0u64; MAX_MEMBERS / 64];
-                for &c in &cand[..n] {
-                    is_up[c as usize / 64] |= 1 << (c % 64);
-                }
-                let pick = (0..order.len())
-                    .map(|k| order[(at + k) % order.len()] as usize)
-                    .find(|&m| m < MAX_MEMBERS && is_up[m / 64] & (1 << (m % 64)) != 0);
-                match pick {
-                    Some(p) => cand[..n].iter().position(|&c| c as usize == p).unwrap_or(0),
-                    // Only members of weight 0 are up: they lead in turn.
-                    None => at % n,
-                }
-            };
+            let lead = rotate_lead(rotation, &cand[..n], members.len());
             for i in 0..n {
                 out[i] = cand[(lead + i) % n];
             }
             n
         }
+    }
+}
+
+/// The index into `cand` (the `n` usable members, of `len`) of the next
+/// leader in the shared smooth weighted round robin order; when members
+/// are down, the next one in the order that is up (so the others keep
+/// their relative shares). Its own function, so the order's guard (and
+/// its drop) stays out of the other modes' code.
+#[inline(never)]
+fn rotate_lead(rotation: &Rotation, cand: &[u16], len: usize) -> usize {
+    rotation.with_order(|order| rotate_in(rotation, order, cand, len))
+}
+
+fn rotate_in(rotation: &Rotation, order: &[u16], cand: &[u16], len: usize) -> usize {
+    let n = cand.len();
+    let at = rotation.take(order);
+    if n == len || order.is_empty() {
+        return match order.get(at) {
+            Some(&m) if (m as usize) < n => m as usize,
+            _ => 0,
+        };
+    }
+    let mut is_up = [0u64; MAX_MEMBERS / 64];
+    for &c in cand {
+        is_up[c as usize / 64] |= 1 << (c % 64);
+    }
+    let pick = (0..order.len())
+        .map(|k| order[(at + k) % order.len()] as usize)
+        .find(|&m| m < MAX_MEMBERS && is_up[m / 64] & (1 << (m % 64)) != 0);
+    match pick {
+        Some(p) => cand.iter().position(|&c| c as usize == p).unwrap_or(0),
+        // Only members of weight 0 are up: they lead in turn.
+        None => at % n,
     }
 }
 
@@ -281,6 +290,12 @@ mod tests {
             seen[out[0] as usize] += 1;
         }
         assert!(seen[0] > 400 && seen[1] > 400, "{seen:?}");
+        // Back to the configured weights: the configured period again.
+        let p = pool(&[2, 1]);
+        p.reweigh(|m| if m.health == 1 { 2.0 } else { 1.0 });
+        assert_eq!(p.rotation(false).order()[..], [0, 1]);
+        p.reweigh(|_| 1.0);
+        assert_eq!(p.rotation(false).order()[..], [0, 1, 0]);
     }
 
     #[test]
