@@ -276,11 +276,19 @@ impl Rotation {
     #[inline]
     pub fn with_order<R>(&self, f: impl FnOnce(&[u16]) -> R) -> R {
         if self.reweighed.load(Ordering::Acquire) {
-            if let Some(order) = &*self.effective.load() {
-                return f(order);
-            }
+            return self.with_effective(f);
         }
         f(&self.configured)
+    }
+
+    /// The published effective period (its guard's drop kept out of line).
+    #[cold]
+    #[inline(never)]
+    fn with_effective<R>(&self, f: impl FnOnce(&[u16]) -> R) -> R {
+        match &*self.effective.load() {
+            Some(order) => f(order),
+            None => f(&self.configured),
+        }
     }
 
     /// A copy of the period in force (tests, diagnostics; allocates).

@@ -103,13 +103,13 @@ pub fn select(
 /// The index into `cand` (the `n` usable members, of `len`) of the next
 /// leader in the shared smooth weighted round robin order; when members
 /// are down, the next one in the order that is up (so the others keep
-/// their relative shares). Its own function, so the order's guard (and
-/// its drop) stays out of the other modes' code.
-#[inline(never)]
+/// their relative shares).
+#[inline]
 fn rotate_lead(rotation: &Rotation, cand: &[u16], len: usize) -> usize {
     rotation.with_order(|order| rotate_in(rotation, order, cand, len))
 }
 
+#[inline]
 fn rotate_in(rotation: &Rotation, order: &[u16], cand: &[u16], len: usize) -> usize {
     let n = cand.len();
     let at = rotation.take(order);
