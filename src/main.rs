@@ -85,7 +85,7 @@ enum Cmd {
     ///
     /// The API address and the token come from the server's config
     /// (`[server] http_listen`, `[api] tokens`) given with --config, or from
-    /// --api and --token-file. Writes (override, reload, stop) need a token
+    /// --api and --token-file. Writes (override, weight, reload, stop) need a token
     /// of write scope. Exits 1 when the server refuses or fails.
     Ctl {
         /// The server's config file, for the API address and the token file.
@@ -114,7 +114,7 @@ enum Cmd {
 
 #[derive(Subcommand)]
 enum CtlCmd {
-    /// Print the server's /status: members, pools and overrides (JSON).
+    /// Print the server's /status: members, pools, overrides and weights (JSON).
     Status,
     /// Force a member's state: up, down, drain, or none to clear it.
     Override {
@@ -127,10 +127,30 @@ enum CtlCmd {
         #[arg(long)]
         port: Option<u16>,
     },
+    /// Set a member's runtime weight: a factor on its configured weight, kept across reloads.
+    ///
+    /// 0 gives the member no share while another member of its pool is
+    /// usable, 2 doubles its share; 1 or clear removes the factor. Applies to
+    /// one, some and rotate pools.
+    Weight {
+        /// The member's address (an IPv4 or IPv6 address, or ADDRESS:PORT, [v6]:PORT).
+        address: String,
+        /// A number from 0 to 100, or clear.
+        #[arg(value_parser = parse_weight_arg)]
+        weight: String,
+        /// Only the members checked on this port.
+        #[arg(long)]
+        port: Option<u16>,
+    },
     /// Reload the config, zones and geo database (as SIGHUP does); fails if the new config does not load.
     Reload,
     /// Stop the server (as SIGTERM does).
     Stop,
+}
+
+/// A runtime weight as `ctl weight` takes it, checked before it is sent.
+fn parse_weight_arg(s: &str) -> Result<String, String> {
+    meridian::engine::parse_weight(s).map(|_| s.trim().to_string())
 }
 
 fn main() -> ExitCode {
@@ -210,6 +230,15 @@ fn main() -> ExitCode {
                 } => Action::Override {
                     address,
                     state,
+                    port,
+                },
+                CtlCmd::Weight {
+                    address,
+                    weight,
+                    port,
+                } => Action::Weight {
+                    address,
+                    weight,
                     port,
                 },
                 CtlCmd::Reload => Action::Reload,

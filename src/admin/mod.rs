@@ -1,5 +1,6 @@
 //! The HTTP API server and its routes: `GET /metrics` (`prometheus`),
-//! `GET /status` (`status`), the operator overrides (`overrides`), and
+//! `GET /status` (`status`), the operator overrides (`overrides`), the
+//! runtime weights (`weights`), and
 //! `POST /reload` and `POST /stop` (handed to the daemon as [`Command`]s).
 //! HTTP/1.1 by hyper, keep-alive allowed, at most [`MAX_CONNECTIONS`] at
 //! once.
@@ -28,7 +29,9 @@ mod auth;
 mod overrides;
 mod prometheus;
 mod status;
+mod weights;
 
+use crate::engine::RuntimeWeights;
 use crate::health::Overrides;
 use crate::transport::ServerState;
 
@@ -51,6 +54,8 @@ pub struct Admin {
     pub server: Arc<ServerState>,
     /// The operator overrides.
     pub overrides: Arc<Overrides>,
+    /// The runtime weights.
+    pub weights: Arc<RuntimeWeights>,
     /// Where `POST /reload` and `POST /stop` go: the daemon's loop.
     pub commands: tokio::sync::mpsc::Sender<Command>,
 }
@@ -128,7 +133,7 @@ fn access(method: &Method, path: &str) -> Access {
     match path {
         "/metrics" | "/status" if method == Method::GET => Access::Read,
         "/reload" | "/stop" if method == Method::POST => Access::Write,
-        p if p.starts_with("/override/") && write => Access::Write,
+        p if (p.starts_with("/override/") || p.starts_with("/weight/")) && write => Access::Write,
         _ => Access::None,
     }
 }
@@ -216,14 +221,20 @@ async fn route(shared: &Admin, metrics: &prometheus::Exposition, req: &Request<I
         "/status" if method == Method::GET => {
             // The overrides before any entry lock (lock order: runner, entry).
             let ovr = shared.overrides.snapshot();
-            let body = status::status_json(&shared.server.engine.load(), &ovr);
+            let wts = shared.weights.snapshot();
+            let body = status::status_json(&shared.server.engine.load(), &ovr, &wts);
             reply(StatusCode::OK, "application/json", body)
         }
         "/metrics" | "/status" => method_not_allowed("GET"),
-        p => match p.strip_prefix("/override/") {
-            Some(target) => overrides::route(shared, method, target, query),
-            None => reply(StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
-        },
+        p => {
+            if let Some(target) = p.strip_prefix("/override/") {
+                overrides::route(shared, method, target, query)
+            } else if let Some(target) = p.strip_prefix("/weight/") {
+                weights::route(shared, method, target, query)
+            } else {
+                reply(StatusCode::NOT_FOUND, "text/plain", "not found\n".into())
+            }
+        }
     }
 }
 

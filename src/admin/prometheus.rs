@@ -330,6 +330,18 @@ fn health(enc: &mut DescriptorEncoder<'_>, e: &Engine) -> fmt::Result {
 
     let mut f = family(
         enc,
+        "meridian_member_weight",
+        "A member's effective weight in its pool: configured weight times runtime weight.",
+        MetricType::Gauge,
+    )?;
+    for (pool, m) in members(e) {
+        let labels = [("pool", pool.to_string()), ("address", m.addr.to_string())];
+        let w = m.effective() as f64 / crate::pool::WEIGHT_UNIT as f64;
+        f.encode_family(&labels)?.encode_gauge(&w)?;
+    }
+
+    let mut f = family(
+        enc,
         "meridian_pool_up",
         "Whether a pool (per address family) has at least min_up members up.",
         MetricType::Gauge,

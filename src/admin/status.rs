@@ -1,5 +1,5 @@
-//! `GET /status`: every member's health, each pool's state and the operator
-//! overrides, as one JSON document (serde structs, field order as written).
+//! `GET /status`: every member's health and weights, each pool's state, the
+//! operator overrides and the runtime weights, as one JSON document (serde structs, field order as written).
 
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
@@ -7,9 +7,9 @@ use std::time::SystemTime;
 
 use serde::{Serialize, Serializer};
 
-use crate::engine::Engine;
+use crate::engine::{weight_for, Engine, WeightMap};
 use crate::health::{override_for, override_name, state_name, CheckKind, CheckSpec, OverrideMap};
-use crate::pool::Member;
+use crate::pool::{Member, WEIGHT_UNIT};
 
 #[derive(Serialize)]
 struct Status<'a> {
@@ -17,6 +17,15 @@ struct Status<'a> {
     members: Vec<MemberStatus<'a>>,
     pools: Vec<PoolStatus<'a>>,
     overrides: Vec<OverrideStatus>,
+    weights: Vec<WeightStatus>,
+}
+
+/// One runtime weight in force.
+#[derive(Serialize)]
+struct WeightStatus {
+    address: IpAddr,
+    port: Option<u16>,
+    weight: f64,
 }
 
 /// One pool member (a member in two pools appears twice).
@@ -32,6 +41,12 @@ struct MemberStatus<'a> {
     state: &'static str,
     #[serde(rename = "override")]
     override_state: &'static str,
+    /// The configured weight.
+    weight: u32,
+    /// The operator's runtime factor (1 when none is set).
+    runtime_weight: f64,
+    /// What answers use: configured × runtime weight.
+    effective_weight: f64,
     /// "ok", "fail", or null before the first probe.
     last_result: Option<&'static str>,
     reason: Option<String>,
@@ -93,7 +108,7 @@ fn kind_name(spec: &CheckSpec) -> &'static str {
 }
 
 /// The `/status` document.
-pub(crate) fn status_json(e: &Engine, ovr: &OverrideMap) -> String {
+pub(crate) fn status_json(e: &Engine, ovr: &OverrideMap, wts: &WeightMap) -> String {
     // The caller took the overrides before any entry lock (lock order:
     // runner, entry).
     let t = &e.health;
@@ -114,6 +129,9 @@ pub(crate) fn status_json(e: &Engine, ovr: &OverrideMap) -> String {
                 up: t.is_up(i),
                 state: state_name(t.state(i)),
                 override_state: override_name(t.override_of(i)),
+                weight: m.weight,
+                runtime_weight: weight_for(wts, spec),
+                effective_weight: m.effective() as f64 / WEIGHT_UNIT as f64,
                 last_result: d.last_ok.map(|ok| if ok { "ok" } else { "fail" }),
                 reason: probed.then(|| d.reason.clone()),
                 last_check: d.last_check.map(rfc3339),
@@ -159,11 +177,20 @@ pub(crate) fn status_json(e: &Engine, ovr: &OverrideMap) -> String {
                 .count(),
         })
         .collect();
+    let weights = wts
+        .iter()
+        .map(|(&(address, port), &weight)| WeightStatus {
+            address,
+            port,
+            weight,
+        })
+        .collect();
     let doc = Status {
         generation: e.generation,
         members,
         pools,
         overrides,
+        weights,
     };
     let mut s = serde_json::to_string_pretty(&doc).unwrap_or_default();
     s.push('\n');

@@ -1,5 +1,6 @@
 //! `meridian ctl`: drive a running server through its HTTP API, as
-//! `gdnsdctl` and `knotc` do: `status`, `override`, `reload` and `stop`.
+//! `gdnsdctl` and `knotc` do: `status`, `override`, `weight`, `reload` and
+//! `stop`.
 //! The API address and the token come from the server's config file
 //! (`[server] http_listen`, `[api] tokens`) or from `--api` and
 //! `--token-file`. A plain HTTP/1.1 client over one connection: the API
@@ -24,6 +25,15 @@ pub enum Action {
         /// up, down, drain or none.
         state: String,
         /// Only the entries checked on this port.
+        port: Option<u16>,
+    },
+    /// `POST /weight/ADDRESS?weight=N[&port=PORT]`.
+    Weight {
+        /// The member address (`192.0.2.1`, `2001:db8::1`, `[v6]:port`).
+        address: String,
+        /// A factor from 0 to 100, or `clear`.
+        weight: String,
+        /// Only the members checked on this port.
         port: Option<u16>,
     },
     /// `POST /reload`.
@@ -56,16 +66,18 @@ pub fn run(t: &Target, action: &Action) -> Result<String, String> {
             address,
             state,
             port,
-        } => {
-            let addr: String =
-                percent_encoding::utf8_percent_encode(address, percent_encoding::NON_ALPHANUMERIC)
-                    .to_string();
-            let mut p = format!("/override/{addr}?state={state}");
-            if let Some(port) = port {
-                p += &format!("&port={port}");
-            }
-            ("POST", p)
-        }
+        } => (
+            "POST",
+            write_path("override", address, "state", state, *port),
+        ),
+        Action::Weight {
+            address,
+            weight,
+            port,
+        } => (
+            "POST",
+            write_path("weight", address, "weight", weight, *port),
+        ),
         Action::Reload => ("POST", "/reload".to_string()),
         Action::Stop => ("POST", "/stop".to_string()),
     };
@@ -83,6 +95,19 @@ pub fn run(t: &Target, action: &Action) -> Result<String, String> {
             .unwrap_or(shown);
         Err(format!("meridian ctl: {method} {path}: HTTP {code}: {msg}"))
     }
+}
+
+/// `/{route}/{address}?{key}={value}[&port={port}]`, the address and value
+/// percent-encoded.
+fn write_path(route: &str, address: &str, key: &str, value: &str, port: Option<u16>) -> String {
+    let enc = |s: &str| {
+        percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
+    };
+    let mut p = format!("/{route}/{}?{key}={}", enc(address), enc(value));
+    if let Some(port) = port {
+        p += &format!("&port={port}");
+    }
+    p
 }
 
 /// The API's authority (`host:port`) and the tokens to choose from.

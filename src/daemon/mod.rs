@@ -2,7 +2,8 @@
 //! start workers, print the ready line, then handle SIGHUP (reload), geo
 //! database changes (reload) and SIGINT/SIGTERM (stop).
 //! The daemon is the only module that sees every other one: it owns the
-//! serving state, the operator overrides and the health checkers.
+//! serving state, the operator overrides, the runtime weights and the
+//! health checkers.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -168,6 +169,7 @@ pub fn serve(
     let daemon = Arc::new(Daemon {
         server: shared.clone(),
         overrides: Arc::new(Overrides::new()),
+        weights: Arc::new(crate::engine::RuntimeWeights::new()),
         checker: Mutex::new(Checker::new(rt.handle().clone())),
     });
     daemon.restart_checks();
@@ -177,6 +179,7 @@ pub fn serve(
         let admin = crate::admin::Admin {
             server: shared.clone(),
             overrides: daemon.overrides.clone(),
+            weights: daemon.weights.clone(),
             commands,
         };
         rt.spawn(crate::admin::serve(Arc::new(admin), l));

@@ -1,5 +1,5 @@
 //! Reloads: build a new engine from the same config on a low-priority
-//! thread, carry the operator overrides into it, swap it in whole and
+//! thread, carry the operator overrides and runtime weights into it, swap it in whole and
 //! restart the health checkers; on any error keep serving the old one.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -8,13 +8,16 @@ use std::time::SystemTime;
 
 use super::memory::{for_serving, release};
 use crate::config::ServerSettings;
+use crate::engine::RuntimeWeights;
 use crate::health::{Checker, Overrides};
 use crate::transport::ServerState;
 
-/// What the daemon owns: the serving state, the overrides and the checkers.
+/// What the daemon owns: the serving state, the overrides, the runtime
+/// weights and the checkers.
 pub(super) struct Daemon {
     pub(super) server: Arc<ServerState>,
     pub(super) overrides: Arc<Overrides>,
+    pub(super) weights: Arc<RuntimeWeights>,
     pub(super) checker: Mutex<Checker>,
 }
 
@@ -185,8 +188,10 @@ fn swap(
             let (zones, read, tables) = (new.zones.len(), new.zones_loaded, new.geo_tables_built);
             count_build(&shared.metrics, &new);
             let new = Arc::new(new);
+            // Lock order: overrides, then weights.
             d.overrides.apply_then(&new.health, &new.checks, || {
-                shared.engine.store(new.clone())
+                d.weights
+                    .apply_then(&new, || shared.engine.store(new.clone()))
             });
             d.restart_checks();
             release(old);

@@ -1,8 +1,10 @@
 //! Builds the immutable serving state from a config file: zones, pools,
 //! names bound to pools or geo rules, and the geo decision blocks. A new
-//! `Engine` is built for every reload and swapped in whole.
+//! `Engine` is built for every reload and swapped in whole; `weights` holds
+//! the operator's runtime weights and applies them to an engine's pools.
 
 mod build;
+pub mod weights;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,6 +17,7 @@ use crate::pool::{Member, Mode, Pool};
 use crate::zone::{FileStamp, Zone};
 
 pub use crate::pool::AllDown;
+pub use weights::{parse_weight, weight_for, RuntimeWeights, WeightMap, MAX_RUNTIME_WEIGHT};
 
 /// Where a bound name's addresses come from.
 #[derive(Debug, Clone)]

@@ -4,17 +4,25 @@
 //!
 //! Randomness is per thread: each worker has its own generator. Rotation is
 //! one order per pool and family, shared by every worker: the smooth weighted
-//! round robin sequence of one period is computed when the pool is built
-//! (weights are static) and a shared counter (one relaxed `fetch_add` per
-//! rotate answer) indexes it, so clients see the same sequence whatever
-//! worker answers them.
+//! round robin sequence of one period is computed off the query path (when
+//! the pool is built, and again whenever its effective weights change,
+//! [`Pool::reweigh`]) and published whole; a shared counter (one relaxed
+//! `fetch_add` per rotate answer) indexes it, so clients see the same
+//! sequence whatever worker answers them.
+//!
+//! Effective weights: each member's configured weight times the factors
+//! that change at run time (today the operator's runtime weight), computed
+//! by [`Pool::reweigh`] and published as one relaxed atomic per member, in
+//! thousandths ([`WEIGHT_UNIT`]).
 
 pub mod select;
 
 pub use select::{select, Selector};
 
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use arc_swap::ArcSwapOption;
 
 /// What to answer when every candidate pool is down.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,17 +69,25 @@ impl std::fmt::Display for Mode {
     }
 }
 
+/// Effective weights are kept in thousandths of a configured weight unit,
+/// so fractional runtime weights (0.5, 1.25) stay integers on the query path.
+pub const WEIGHT_UNIT: u64 = 1000;
+
 /// Offset of the TTL in [`Member::rr`] (after pointer, type and class).
 pub const RR_TTL_AT: usize = 6;
 
 /// One address of a pool, with its answer record rendered once at build
 /// time, so that answering copies bytes and patches the TTL.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Member {
     /// The member's address; its family decides A or AAAA.
     pub addr: IpAddr,
-    /// Relative weight for `rotate`, `one` and `some` (1..=65535; default 1).
+    /// Configured relative weight for `rotate`, `one` and `some`
+    /// (1..=65535; default 1).
     pub weight: u32,
+    /// The weight answers use, in [`WEIGHT_UNIT`]s: `weight` times the
+    /// runtime factors; written only by [`Pool::reweigh`] (and at build).
+    eff: AtomicU64,
     /// Index into the health table.
     pub health: u32,
     /// The answer record, pre-rendered: owner pointer to the question
@@ -102,16 +118,37 @@ impl Member {
         Member {
             addr,
             weight,
+            eff: AtomicU64::new(u64::from(weight) * WEIGHT_UNIT),
             health,
             rr,
             rr_len: 12 + len,
         }
     }
 
+    /// The effective weight answers use, in [`WEIGHT_UNIT`]s (0: only when
+    /// every usable member of the family has 0). One relaxed load.
+    #[inline]
+    pub fn effective(&self) -> u64 {
+        self.eff.load(Ordering::Relaxed)
+    }
+
     /// The pre-rendered record; its TTL is at `RR_TTL_AT`.
     #[inline]
     pub fn rr(&self) -> &[u8] {
         &self.rr[..self.rr_len as usize]
+    }
+}
+
+impl Clone for Member {
+    fn clone(&self) -> Member {
+        Member {
+            addr: self.addr,
+            weight: self.weight,
+            eff: AtomicU64::new(self.effective()),
+            health: self.health,
+            rr: self.rr,
+            rr_len: self.rr_len,
+        }
     }
 }
 
@@ -142,17 +179,24 @@ pub const MAX_PERIOD: u64 = 1 << 16;
 
 /// The `rotate` order of one pool family: the members that lead one period
 /// of smooth weighted round robin (nginx), and the shared counter that says
-/// where the next answer is in it.
+/// where the next answer is in it. The period of the configured weights is
+/// kept inline; when effective weights differ from them, a period built
+/// from those is published whole (an `ArcSwap`) and a flag says to use it,
+/// so pools without runtime weights pay nothing for them.
 #[derive(Debug, Default)]
 pub struct Rotation {
-    order: Box<[u16]>,
+    configured: Box<[u16]>,
+    effective: ArcSwapOption<Box<[u16]>>,
+    reweighed: AtomicBool,
     next: AtomicU64,
 }
 
 impl Clone for Rotation {
     fn clone(&self) -> Rotation {
         Rotation {
-            order: self.order.clone(),
+            configured: self.configured.clone(),
+            effective: ArcSwapOption::new(self.effective.load_full()),
+            reweighed: AtomicBool::new(self.reweighed.load(Ordering::Relaxed)),
             next: AtomicU64::new(0),
         }
     }
@@ -161,6 +205,35 @@ impl Clone for Rotation {
 impl Rotation {
     /// One period of smooth weighted round robin over `members`' weights.
     pub fn new(members: &[Member]) -> Rotation {
+        let w: Vec<u64> = members.iter().map(|m| u64::from(m.weight)).collect();
+        Rotation {
+            configured: Self::period(w),
+            ..Rotation::default()
+        }
+    }
+
+    /// Recompute the order from `members`' effective weights and publish it
+    /// (the counter goes on where it was); back to the configured order
+    /// when they are the configured weights again.
+    pub fn rebuild(&self, members: &[Member]) {
+        let configured = members
+            .iter()
+            .all(|m| m.effective() == u64::from(m.weight) * WEIGHT_UNIT);
+        if configured {
+            self.reweighed.store(false, Ordering::Release);
+            self.effective.store(None);
+        } else {
+            let w = members.iter().map(|m| m.effective()).collect();
+            self.effective
+                .store(Some(std::sync::Arc::new(Self::period(w))));
+            self.reweighed.store(true, Ordering::Release);
+        }
+    }
+
+    /// One period over weights `w`: members of weight 0 never lead, unless
+    /// every member has weight 0 (then all lead in turn, as if the weights
+    /// were equal).
+    fn period(mut w: Vec<u64>) -> Box<[u16]> {
         fn gcd(a: u64, b: u64) -> u64 {
             if b == 0 {
                 a
@@ -168,12 +241,16 @@ impl Rotation {
                 gcd(b, a % b)
             }
         }
-        let mut w: Vec<u64> = members.iter().map(|m| m.weight.max(1) as u64).collect();
+        if w.iter().all(|&x| x == 0) {
+            w.iter_mut().for_each(|x| *x = 1);
+        }
         let g = w.iter().fold(0, |g, &x| gcd(g, x)).max(1);
         w.iter_mut().for_each(|x| *x /= g);
         let sum: u64 = w.iter().sum();
         if sum > MAX_PERIOD {
+            // Scaled down, a member with a weight keeps at least one turn.
             w.iter_mut()
+                .filter(|x| **x > 0)
                 .for_each(|x| *x = (*x * MAX_PERIOD / sum).max(1));
         }
         let total: i64 = w.iter().map(|&x| x as i64).sum();
@@ -190,22 +267,40 @@ impl Rotation {
             cur[best] -= total;
             order.push(best as u16);
         }
-        Rotation {
-            order: order.into_boxed_slice(),
-            next: AtomicU64::new(0),
+        order.into_boxed_slice()
+    }
+
+    /// Run `f` on the period in force: member indices, each leading in
+    /// proportion to its weight. Lock-free: the configured period with one
+    /// flag load, or the published effective one with one `ArcSwap` load.
+    #[inline]
+    pub fn with_order<R>(&self, f: impl FnOnce(&[u16]) -> R) -> R {
+        if self.reweighed.load(Ordering::Acquire) {
+            return self.with_effective(f);
+        }
+        f(&self.configured)
+    }
+
+    /// The published effective period (its guard's drop kept out of line).
+    #[cold]
+    #[inline(never)]
+    fn with_effective<R>(&self, f: impl FnOnce(&[u16]) -> R) -> R {
+        match &*self.effective.load() {
+            Some(order) => f(order),
+            None => f(&self.configured),
         }
     }
 
-    /// The period: member indices, each leading in proportion to its weight.
-    pub fn order(&self) -> &[u16] {
-        &self.order
+    /// A copy of the period in force (tests, diagnostics; allocates).
+    pub fn order(&self) -> Vec<u16> {
+        self.with_order(|o| o.to_vec())
     }
 
-    /// The position of this answer in the order (advances the shared counter).
+    /// The position of this answer in `order` (advances the shared counter).
     #[inline]
-    pub fn take(&self) -> usize {
+    pub fn take(&self, order: &[u16]) -> usize {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
-        (n % self.order.len().max(1) as u64) as usize
+        (n % order.len().max(1) as u64) as usize
     }
 }
 
@@ -214,6 +309,36 @@ impl Pool {
     /// only after this).
     pub fn seal(&mut self) {
         self.rotation = [Rotation::new(&self.v4), Rotation::new(&self.v6)];
+    }
+
+    /// The effective-weight computation, run off the query path whenever an
+    /// input changes: each member's effective weight = configured weight ×
+    /// `factor(member)` (a finite factor >= 0; today the runtime weight,
+    /// later more factors multiplied in here), published per member, and the
+    /// rotation orders rebuilt from them if any changed. True if any changed.
+    pub fn reweigh(&self, factor: impl Fn(&Member) -> f64) -> bool {
+        let mut changed = [false; 2];
+        for (fam, members) in [&self.v4, &self.v6].into_iter().enumerate() {
+            for m in members {
+                let f = factor(m);
+                let f = if f.is_finite() && f > 0.0 { f } else { 0.0 };
+                let mut eff = (f64::from(m.weight) * f * WEIGHT_UNIT as f64).round() as u64;
+                if f > 0.0 {
+                    // A tiny factor still leaves the member a share.
+                    eff = eff.max(1);
+                }
+                if m.eff.swap(eff, Ordering::Relaxed) != eff {
+                    changed[fam] = true;
+                }
+            }
+        }
+        if changed[0] {
+            self.rotation[0].rebuild(&self.v4);
+        }
+        if changed[1] {
+            self.rotation[1].rebuild(&self.v6);
+        }
+        changed[0] || changed[1]
     }
 
     /// The rotation of one family: `v6` if `v6`, else `v4`.

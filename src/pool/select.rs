@@ -3,8 +3,13 @@
 //! pick, and weighted sampling without replacement. The caller passes its
 //! [`Selector`] in, and a predicate that says which members are usable.
 //!
-//! Picking allocates nothing and takes no lock; `rotate` does one relaxed
-//! atomic add on the pool's shared counter ([`Rotation`]).
+//! Weights are the members' effective weights ([`Member::effective`], one
+//! relaxed load each). If every usable member has effective weight 0, they
+//! are picked as if the weights were equal: weights never empty an answer.
+//!
+//! Picking allocates nothing and takes no lock; `rotate` reads the pool's
+//! order in force (lock-free, [`Rotation::with_order`]) and does one relaxed
+//! atomic add on its shared counter.
 
 use super::{Member, Mode, Rotation, MAX_MEMBERS};
 
@@ -86,30 +91,7 @@ pub fn select(
             k
         }
         Mode::Rotate => {
-            // The next leader of the shared smooth weighted round robin
-            // order; when members are down, the next one in the order that
-            // is up (so the others keep their relative shares).
-            let order = rotation.order();
-            let at = rotation.take();
-            let lead = if n == members.len() || order.is_empty() {
-                match order.get(at) {
-                    Some(&m) if (m as usize) < n => m as usize,
-                    _ => 0,
-                }
-            } else {
-                let mut is_up = [0u64; MAX_MEMBERS / 64];
-                for &c in &cand[..n] {
-                    is_up[c as usize / 64] |= 1 << (c % 64);
-                }
-                let pick = (0..order.len())
-                    .map(|k| order[(at + k) % order.len()] as usize)
-                    .find(|&m| m < MAX_MEMBERS && is_up[m / 64] & (1 << (m % 64)) != 0)
-                    .unwrap_or(cand[0] as usize);
-                cand[..n]
-                    .iter()
-                    .position(|&c| c as usize == pick)
-                    .unwrap_or(0)
-            };
+            let lead = rotate_lead(rotation, &cand[..n], members.len());
             for i in 0..n {
                 out[i] = cand[(lead + i) % n];
             }
@@ -118,15 +100,49 @@ pub fn select(
     }
 }
 
-/// Index into `cand` chosen with probability proportional to weight.
+/// The index into `cand` (the `n` usable members, of `len`) of the next
+/// leader in the shared smooth weighted round robin order; when members
+/// are down, the next one in the order that is up (so the others keep
+/// their relative shares).
+#[inline]
+fn rotate_lead(rotation: &Rotation, cand: &[u16], len: usize) -> usize {
+    rotation.with_order(|order| rotate_in(rotation, order, cand, len))
+}
+
+#[inline]
+fn rotate_in(rotation: &Rotation, order: &[u16], cand: &[u16], len: usize) -> usize {
+    let n = cand.len();
+    let at = rotation.take(order);
+    if n == len || order.is_empty() {
+        return match order.get(at) {
+            Some(&m) if (m as usize) < n => m as usize,
+            _ => 0,
+        };
+    }
+    let mut is_up = [0u64; MAX_MEMBERS / 64];
+    for &c in cand {
+        is_up[c as usize / 64] |= 1 << (c % 64);
+    }
+    let pick = (0..order.len())
+        .map(|k| order[(at + k) % order.len()] as usize)
+        .find(|&m| m < MAX_MEMBERS && is_up[m / 64] & (1 << (m % 64)) != 0);
+    match pick {
+        Some(p) => cand.iter().position(|&c| c as usize == p).unwrap_or(0),
+        // Only members of weight 0 are up: they lead in turn.
+        None => at % n,
+    }
+}
+
+/// Index into `cand` chosen with probability proportional to effective
+/// weight; uniformly if every candidate has weight 0.
 fn weighted_pick(members: &[Member], cand: &[u16], rng: &mut fastrand::Rng) -> usize {
-    let total: u64 = cand
-        .iter()
-        .map(|&c| members[c as usize].weight as u64)
-        .sum();
+    let total: u64 = cand.iter().map(|&c| members[c as usize].effective()).sum();
+    if total == 0 {
+        return rng.usize(..cand.len());
+    }
     let mut r = rng.u64(..total);
     for (i, &c) in cand.iter().enumerate() {
-        let w = members[c as usize].weight as u64;
+        let w = members[c as usize].effective();
         if r < w {
             return i;
         }
@@ -152,7 +168,7 @@ mod tests {
     fn smooth_weighted_round_robin_order() {
         let m = members(&[5, 1, 1]);
         let rot = Rotation::new(&m);
-        assert_eq!(rot.order(), [0, 0, 1, 0, 2, 0, 0]);
+        assert_eq!(rot.order()[..], [0, 0, 1, 0, 2, 0, 0]);
         let mut out = [0u16; MAX_MEMBERS];
         let mut sel = Selector::with_rng(fastrand::Rng::with_seed(7));
         let firsts: Vec<u16> = (0..14)
@@ -193,7 +209,7 @@ mod tests {
     #[test]
     fn large_weights_are_reduced_and_scaled() {
         let rot = Rotation::new(&members(&[4000, 2000, 2000]));
-        assert_eq!(rot.order(), [0, 1, 2, 0]);
+        assert_eq!(rot.order()[..], [0, 1, 2, 0]);
         let rot = Rotation::new(&members(&[65535, 65534, 3]));
         assert!(rot.order().len() as u64 <= crate::pool::MAX_PERIOD + 3);
         assert!(rot.order().contains(&2));
@@ -215,6 +231,71 @@ mod tests {
             .collect();
         // Order 0 1 2: the turn of member 1 goes to the next one up.
         assert_eq!(firsts, [0, 2, 2, 0, 2, 2]);
+    }
+
+    fn pool(weights: &[u32]) -> crate::pool::Pool {
+        let mut p = crate::pool::Pool {
+            name: "p".into(),
+            v4: members(weights),
+            v6: Vec::new(),
+            location: None,
+            min_up: 1.0,
+            rotation: Default::default(),
+        };
+        p.seal();
+        p
+    }
+
+    #[test]
+    fn reweigh_publishes_weights_and_order() {
+        let p = pool(&[1, 1]);
+        assert_eq!(p.rotation(false).order()[..], [0, 1]);
+        // Runtime factor 3 on member 0: 3:1, smooth.
+        assert!(p.reweigh(|m| if m.health == 0 { 3.0 } else { 1.0 }));
+        assert_eq!(p.v4[0].effective(), 3 * crate::pool::WEIGHT_UNIT);
+        assert_eq!(p.rotation(false).order()[..], [0, 0, 1, 0]);
+        assert!(!p.reweigh(|m| if m.health == 0 { 3.0 } else { 1.0 }));
+        // Factor 0: never leads, never picked while another is usable.
+        p.reweigh(|m| if m.health == 0 { 0.0 } else { 1.0 });
+        assert_eq!(p.rotation(false).order()[..], [1]);
+        let mut out = [0u16; MAX_MEMBERS];
+        let mut sel = Selector::with_rng(fastrand::Rng::with_seed(3));
+        for mode in [Mode::One, Mode::Rotate] {
+            for _ in 0..200 {
+                let rot = p.rotation(false);
+                select(&mut sel, &p.v4, rot, mode, &|_| true, &mut out);
+                assert_eq!(out[0], 1, "{mode}");
+            }
+        }
+        // Only weight-0 members usable: picked as if equal, never nothing.
+        let only0 = |m: &Member| m.health == 0;
+        for mode in [Mode::One, Mode::Rotate, Mode::Some(2)] {
+            let rot = p.rotation(false);
+            assert_eq!(select(&mut sel, &p.v4, rot, mode, &only0, &mut out), 1);
+            assert_eq!(out[0], 0);
+        }
+        // Every member at 0: equal shares.
+        p.reweigh(|_| 0.0);
+        assert_eq!(p.rotation(false).order()[..], [0, 1]);
+        let mut seen = [0; 2];
+        for _ in 0..1000 {
+            select(
+                &mut sel,
+                &p.v4,
+                p.rotation(false),
+                Mode::One,
+                &|_| true,
+                &mut out,
+            );
+            seen[out[0] as usize] += 1;
+        }
+        assert!(seen[0] > 400 && seen[1] > 400, "{seen:?}");
+        // Back to the configured weights: the configured period again.
+        let p = pool(&[2, 1]);
+        p.reweigh(|m| if m.health == 1 { 2.0 } else { 1.0 });
+        assert_eq!(p.rotation(false).order()[..], [0, 1]);
+        p.reweigh(|_| 1.0);
+        assert_eq!(p.rotation(false).order()[..], [0, 1, 0]);
     }
 
     #[test]
