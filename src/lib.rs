@@ -12,6 +12,7 @@
 
 pub mod admin;
 pub mod answer;
+pub mod balance;
 pub mod cli;
 pub mod config;
 pub mod daemon;

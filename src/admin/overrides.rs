@@ -68,15 +68,20 @@ pub(crate) fn route(shared: &Admin, method: &Method, target: &str, query: &str) 
         .overrides
         .set(&engine.health, &engine.checks, addr, port, state)
     {
-        Ok(entries) => json(
-            StatusCode::OK,
-            &OverrideSet {
-                address: addr,
-                port,
-                state: crate::health::override_name(state),
-                entries,
-            },
-        ),
+        Ok(entries) => {
+            // Answers follow before the reply: the decisions are recomputed
+            // now rather than by the refresher a moment later.
+            shared.weights.rebalance(&engine, |_| true);
+            json(
+                StatusCode::OK,
+                &OverrideSet {
+                    address: addr,
+                    port,
+                    state: crate::health::override_name(state),
+                    entries,
+                },
+            )
+        }
         Err(e) => error(StatusCode::NOT_FOUND, e),
     }
 }

@@ -284,12 +284,57 @@ fn health(enc: &mut DescriptorEncoder<'_>, e: &Engine) -> fmt::Result {
     let mut f = family(
         enc,
         "meridian_member_up",
-        "Whether a pool member is used in answers (health check and override), 1 or 0.",
+        "Whether a pool member is used in answers (override, check, ejection cap, panic), 1 or 0.",
         MetricType::Gauge,
     )?;
     for (pool, m) in members(e) {
         let labels = [("pool", pool.to_string()), ("address", m.addr.to_string())];
-        gauge(&mut f, &labels, t.is_up(m.health))?;
+        gauge(&mut f, &labels, m.usable())?;
+    }
+
+    let mut f = family(
+        enc,
+        "meridian_member_standing",
+        "Why a member is in or out of the answers (usable, ejected, kept: ejection cap, kept: panic, down (override), drained), one series set to 1.",
+        MetricType::Gauge,
+    )?;
+    for p in &e.pools {
+        for v6 in [false, true] {
+            for (m, r) in p.family(v6).iter().zip(p.report[v6 as usize].snapshot()) {
+                let labels = [
+                    ("pool", p.name.clone()),
+                    ("address", m.addr.to_string()),
+                    ("standing", r.standing.name().to_string()),
+                ];
+                gauge(&mut f, &labels, true)?;
+            }
+        }
+    }
+
+    let mut f = family(
+        enc,
+        "meridian_member_weight_factor",
+        "One factor of a member's effective weight (slow_start, latency, load, runtime); 1 when its rule is off.",
+        MetricType::Gauge,
+    )?;
+    for p in &e.pools {
+        for v6 in [false, true] {
+            for (m, r) in p.family(v6).iter().zip(p.report[v6 as usize].snapshot()) {
+                for (name, v) in [
+                    ("slow_start", r.slow_start),
+                    ("latency", r.latency),
+                    ("load", r.load),
+                    ("runtime", r.runtime),
+                ] {
+                    let labels = [
+                        ("pool", p.name.clone()),
+                        ("address", m.addr.to_string()),
+                        ("factor", name.to_string()),
+                    ];
+                    f.encode_family(&labels)?.encode_gauge(&v)?;
+                }
+            }
+        }
     }
 
     let mut f = family(
@@ -331,7 +376,7 @@ fn health(enc: &mut DescriptorEncoder<'_>, e: &Engine) -> fmt::Result {
     let mut f = family(
         enc,
         "meridian_member_weight",
-        "A member's effective weight in its pool: configured weight times runtime weight.",
+        "A member's effective weight in its pool: configured weight times every factor (meridian_member_weight_factor).",
         MetricType::Gauge,
     )?;
     for (pool, m) in members(e) {
@@ -351,9 +396,24 @@ fn health(enc: &mut DescriptorEncoder<'_>, e: &Engine) -> fmt::Result {
             if p.family(v6).is_empty() {
                 continue;
             }
-            let (up, _) = p.is_up(v6, &|m: &Member| t.is_up(m.health));
             let labels = [("pool", p.name.as_str()), ("family", family_name(v6))];
-            gauge(&mut f, &labels, up)?;
+            gauge(&mut f, &labels, p.gate(v6).up)?;
+        }
+    }
+
+    let mut f = family(
+        enc,
+        "meridian_pool_panic",
+        "Whether a pool (per address family) is in panic: too few members pass their checks (panic_below), so all answer.",
+        MetricType::Gauge,
+    )?;
+    for p in &e.pools {
+        for v6 in [false, true] {
+            if p.family(v6).is_empty() {
+                continue;
+            }
+            let labels = [("pool", p.name.as_str()), ("family", family_name(v6))];
+            gauge(&mut f, &labels, p.gate(v6).panic)?;
         }
     }
 

@@ -9,7 +9,7 @@ use serde::{Serialize, Serializer};
 
 use crate::engine::{weight_for, Engine, WeightMap};
 use crate::health::{override_for, override_name, state_name, CheckKind, CheckSpec, OverrideMap};
-use crate::pool::{Member, WEIGHT_UNIT};
+use crate::pool::WEIGHT_UNIT;
 
 #[derive(Serialize)]
 struct Status<'a> {
@@ -45,8 +45,13 @@ struct MemberStatus<'a> {
     weight: u32,
     /// The operator's runtime factor (1 when none is set).
     runtime_weight: f64,
-    /// What answers use: configured × runtime weight.
+    /// What answers use: configured weight × every factor below.
     effective_weight: f64,
+    /// The filter stage's decision: usable, ejected, "kept: ejection cap",
+    /// "kept: panic", "down (override)" or drained.
+    standing: &'static str,
+    /// The factors of the effective weight.
+    factors: Factors,
     /// "ok", "fail", or null before the first probe.
     last_result: Option<&'static str>,
     reason: Option<String>,
@@ -70,6 +75,20 @@ struct PoolStatus<'a> {
     #[serde(serialize_with = "plain_number")]
     min_up: f64,
     up: bool,
+    /// The share of members passing their checks.
+    passing_share: f64,
+    /// Too few pass (`panic_below`): every member the operator did not
+    /// take out answers.
+    panic: bool,
+}
+
+/// A member's weight factors (each 1 when its rule is off).
+#[derive(Serialize)]
+struct Factors {
+    slow_start: f64,
+    latency: f64,
+    load: f64,
+    runtime: f64,
 }
 
 /// One override in force and how many entries it decides.
@@ -107,6 +126,11 @@ fn kind_name(spec: &CheckSpec) -> &'static str {
     }
 }
 
+/// Three decimals are enough for a factor, and keep `/status` readable.
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
 /// The `/status` document.
 pub(crate) fn status_json(e: &Engine, ovr: &OverrideMap, wts: &WeightMap) -> String {
     // The caller took the overrides before any entry lock (lock order:
@@ -114,7 +138,12 @@ pub(crate) fn status_json(e: &Engine, ovr: &OverrideMap, wts: &WeightMap) -> Str
     let t = &e.health;
     let mut members = Vec::new();
     for p in &e.pools {
-        for m in p.v4.iter().chain(p.v6.iter()) {
+        let reports = [p.report[0].snapshot(), p.report[1].snapshot()];
+        let fams =
+            p.v4.iter()
+                .zip(&reports[0])
+                .chain(p.v6.iter().zip(&reports[1]));
+        for (m, r) in fams {
             let i = m.health;
             let spec = &e.checks[i as usize];
             let stats = t.stats(i);
@@ -126,12 +155,19 @@ pub(crate) fn status_json(e: &Engine, ovr: &OverrideMap, wts: &WeightMap) -> Str
                 port: spec.effective_port(),
                 check: spec.check_name(),
                 kind: kind_name(spec),
-                up: t.is_up(i),
+                up: m.usable(),
                 state: state_name(t.state(i)),
                 override_state: override_name(t.override_of(i)),
                 weight: m.weight,
                 runtime_weight: weight_for(wts, spec),
                 effective_weight: m.effective() as f64 / WEIGHT_UNIT as f64,
+                standing: r.standing.name(),
+                factors: Factors {
+                    slow_start: round3(r.slow_start),
+                    latency: round3(r.latency),
+                    load: round3(r.load),
+                    runtime: r.runtime,
+                },
                 last_result: d.last_ok.map(|ok| if ok { "ok" } else { "fail" }),
                 reason: probed.then(|| d.reason.clone()),
                 last_check: d.last_check.map(rfc3339),
@@ -153,14 +189,16 @@ pub(crate) fn status_json(e: &Engine, ovr: &OverrideMap, wts: &WeightMap) -> Str
             if fam.is_empty() {
                 continue;
             }
-            let (up, n) = p.is_up(v6, &|m: &Member| t.is_up(m.health));
+            let g = p.gate(v6);
             pools.push(PoolStatus {
                 pool: &p.name,
                 family: if v6 { "ipv6" } else { "ipv4" },
                 members: fam.len(),
-                up_members: n,
+                up_members: usize::from(g.usable),
                 min_up: p.min_up,
-                up,
+                up: g.up,
+                passing_share: round3(f64::from(g.share) / f64::from(crate::pool::SHARE_ONE)),
+                panic: g.panic,
             });
         }
     }

@@ -4,9 +4,13 @@
 //! length; 0 for a uniform map or when no usable ECS address came (§7.1.2);
 //! the whole special block for a special-purpose ECS address (§10).
 //!
-//! Failover: the first pool in the list with an up member of the family
-//! answers; a degraded answer (a later pool, or some members down) has the
-//! degraded TTL. With none up, `when_all_down` decides: every member but the
+//! Failover: the first pool in the list whose family is up (its published
+//! filter decision, see `balance`: `min_up` usable members) answers; with
+//! `spillover`, each pool keeps min(1, healthy share × factor) of what
+//! reaches it and the rest goes on down the list, split at random per query
+//! (the decision block, and so the scope, stays the same). A degraded
+//! answer (a later pool, members out, or a pool in panic) has the degraded
+//! TTL. With none up, `when_all_down` decides: every member but the
 //! drained ones, NODATA with the degraded TTL, or SERVFAIL.
 //!
 //! Invariants: allocates nothing (members are picked into a fixed array and
@@ -20,7 +24,7 @@ use super::lookup::{Ctx, LookupRc};
 use super::Owner;
 use crate::engine::{AllDown, Binding, Target};
 use crate::geo::special::special_block;
-use crate::pool::{select, MAX_MEMBERS, RR_TTL_AT};
+use crate::pool::{select, MAX_MEMBERS, RR_TTL_AT, SHARE_ONE};
 use meridian_wire::ecs::{ClientSubnet, Scope};
 use meridian_wire::writer::Writer;
 
@@ -35,7 +39,7 @@ impl Ctx<'_, '_> {
         v6: bool,
     ) -> LookupRc {
         let e = self.engine;
-        let up = |m: &crate::pool::Member| e.member_up(m);
+        let up = |m: &crate::pool::Member| m.usable();
         let (list, scope): (&[usize], Scope) = match &binding.target {
             Target::Pool(p) => (std::slice::from_ref(p), Scope::GLOBAL),
             Target::Geo(map) => {
@@ -49,21 +53,70 @@ impl Ctx<'_, '_> {
                 (map.decision(d), Scope::new(scope))
             }
         };
-        // Pools that have this family at all, in failover order.
+        // Pools that have this family at all, in failover order; each
+        // pool's filter decision is published (`balance`), one load each.
         let mut chosen = None;
         let mut degraded = false;
         let mut any_family = false;
-        for (k, &p) in list.iter().enumerate() {
-            let pool = &e.pools[p];
-            if pool.family(v6).is_empty() {
-                continue;
+        if let Some(factor) = binding.spillover {
+            // Spillover (Envoy's priority levels): pool i keeps min(1,
+            // healthy share × factor) of what reaches it, the rest goes on
+            // down the list; a random split per query inside one decision
+            // block, so the block (and its scope) never changes.
+            let keep = |g: crate::pool::Gate| {
+                if g.up {
+                    (f64::from(g.share) / f64::from(SHARE_ONE) * factor).min(1.0)
+                } else {
+                    0.0
+                }
+            };
+            let mut rest = 1.0;
+            for &p in list {
+                let pool = &e.pools[p];
+                if !pool.family(v6).is_empty() {
+                    any_family = true;
+                    rest -= rest * keep(pool.gate(v6));
+                }
             }
-            any_family = true;
-            let (is_up, n_up) = pool.is_up(v6, &up);
-            if is_up {
-                degraded = k > 0 || n_up < pool.family(v6).len();
-                chosen = Some(p);
-                break;
+            let served = 1.0 - rest;
+            if served > 0.0 {
+                // Normalised when the list as a whole is short (Envoy does).
+                let mut r = self.sel.unit() * served;
+                let mut left = 1.0;
+                for (k, &p) in list.iter().enumerate() {
+                    let pool = &e.pools[p];
+                    if pool.family(v6).is_empty() {
+                        continue;
+                    }
+                    let g = pool.gate(v6);
+                    let share = left * keep(g);
+                    left -= share;
+                    if share > 0.0 {
+                        // The last pool with a share takes what rounding
+                        // leaves over.
+                        degraded =
+                            k > 0 || g.panic || usize::from(g.usable) < pool.family(v6).len();
+                        chosen = Some(p);
+                        if r < share {
+                            break;
+                        }
+                    }
+                    r -= share;
+                }
+            }
+        } else {
+            for (k, &p) in list.iter().enumerate() {
+                let pool = &e.pools[p];
+                if pool.family(v6).is_empty() {
+                    continue;
+                }
+                any_family = true;
+                let g = pool.gate(v6);
+                if g.up {
+                    degraded = k > 0 || g.panic || usize::from(g.usable) < pool.family(v6).len();
+                    chosen = Some(p);
+                    break;
+                }
             }
         }
         if !any_family {

@@ -229,6 +229,28 @@ pub struct PoolCfg {
     /// count (>= 1) or a fraction in (0, 1) of the family's members (default 1).
     #[serde(default)]
     pub min_up: Option<f64>,
+    /// `max_ejected`: most members the checks may take out of a family: a
+    /// whole count (>= 1) or a fraction in (0, 1] (default: no cap).
+    #[serde(default)]
+    pub max_ejected: Option<Spanned<toml::Value>>,
+    /// `panic_below`: answer with every member the operator did not take
+    /// out when the share passing their checks is below this (0, 1].
+    #[serde(default)]
+    pub panic_below: Option<Spanned<f64>>,
+    /// `slow_start`: ramp a member that comes up over this long (seconds,
+    /// or a string such as "30s", "2m").
+    #[serde(default)]
+    pub slow_start: Option<Spanned<toml::Value>>,
+    /// `slow_start_min`: where the ramp starts, a fraction of the weight
+    /// in [0, 1) (default 0.1).
+    #[serde(default)]
+    pub slow_start_min: Option<Spanned<f64>>,
+    /// `latency_aware`: scale weights by check round-trip time.
+    #[serde(default)]
+    pub latency_aware: Option<bool>,
+    /// `latency_floor`: the lowest latency factor, in (0, 1] (default 0.1).
+    #[serde(default)]
+    pub latency_floor: Option<Spanned<f64>>,
 }
 
 /// A pool member: `"192.0.2.1"` or `{ address = "192.0.2.1", weight = 5 }`.
@@ -316,6 +338,11 @@ pub struct NameCfg {
     /// fail open), `empty` (NODATA) or `servfail`.
     #[serde(default)]
     pub when_all_down: Option<Spanned<String>>,
+    /// `spillover`: overprovisioning factor (1..=10, e.g. 1.4) for geo
+    /// failover lists: pool i keeps min(1, healthy share × factor) of its
+    /// clients and the rest spills to the next (default: hard failover).
+    #[serde(default)]
+    pub spillover: Option<Spanned<f64>>,
 }
 
 fn default_mode() -> Spanned<String> {

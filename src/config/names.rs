@@ -24,6 +24,8 @@ pub struct NameRules {
     pub degraded_ttl: u32,
     /// What to answer when every candidate pool is down.
     pub when_all_down: AllDown,
+    /// Spillover factor for the failover list (None: hard failover).
+    pub spillover: Option<f64>,
     /// Where the answers come from.
     pub target: NameTarget,
 }
@@ -256,11 +258,33 @@ pub fn rules(
         }
         (None, None) => return Err(src.err(span.clone(), "a name needs a pool or geo rules")),
     };
+    let spillover = match &n.spillover {
+        None => None,
+        Some(v) => {
+            let f = *v.get_ref();
+            if !matches!(target, NameTarget::Geo(_)) {
+                return Err(src.err(
+                    v.span(),
+                    format!("name {name}: spillover needs geo rules (a failover list of pools)"),
+                ));
+            }
+            if !(f.is_finite() && (1.0..=10.0).contains(&f)) {
+                return Err(src.err(
+                    v.span(),
+                    format!(
+                        "name {name}: spillover must be a factor from 1 to 10 (e.g. 1.4), not {f}"
+                    ),
+                ));
+            }
+            Some(f)
+        }
+    };
     Ok(NameRules {
         mode,
         ttl,
         degraded_ttl,
         when_all_down,
+        spillover,
         target,
     })
 }

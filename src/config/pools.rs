@@ -11,7 +11,7 @@ use toml::Spanned;
 use super::{PoolCfg, Source};
 use crate::error::LocatedError;
 use crate::health::{Check, CheckSpec};
-use crate::pool::{Member, Pool, MAX_MEMBERS};
+use crate::pool::{Cap, Member, Policy, Pool, MAX_MEMBERS};
 
 /// Check one pool. `specs` collects the distinct health-table entries and
 /// `spec_index` finds them again; members point into it.
@@ -47,6 +47,9 @@ pub fn pool(
         location: pc.location.map(|[a, b]| (a, b)),
         min_up: pc.min_up.unwrap_or(1.0),
         rotation: Default::default(),
+        policy: policy(src, name, p)?,
+        gate: Default::default(),
+        report: Default::default(),
     };
     if !(pool.min_up > 0.0 && (pool.min_up < 1.0 || pool.min_up.fract() == 0.0))
         || pool.min_up > MAX_MEMBERS as f64
@@ -120,4 +123,109 @@ pub fn pool(
     }
     pool.seal();
     Ok(pool)
+}
+
+/// The balancing keys of a `[pool.NAME]` (issue #16), checked.
+fn policy(src: &Source, name: &str, p: &Spanned<PoolCfg>) -> Result<Policy, LocatedError> {
+    let pc = p.get_ref();
+    let mut policy = Policy::default();
+    let fraction = |v: &Spanned<f64>, key: &str, lo_open: bool, hi_open: bool| {
+        let x = *v.get_ref();
+        let lo_ok = if lo_open { x > 0.0 } else { x >= 0.0 };
+        let hi_ok = if hi_open { x < 1.0 } else { x <= 1.0 };
+        if x.is_finite() && lo_ok && hi_ok {
+            Ok(x)
+        } else {
+            let range = format!(
+                "{}0, 1{}",
+                if lo_open { "(" } else { "[" },
+                if hi_open { ")" } else { "]" }
+            );
+            Err(src.err(
+                v.span(),
+                format!("pool {name:?}: {key} must be a fraction in {range}, not {x}"),
+            ))
+        }
+    };
+    if let Some(v) = &pc.max_ejected {
+        let bad = || {
+            src.err(
+                v.span(),
+                format!(
+                    "pool {name:?}: max_ejected must be a whole count >= 1 or a fraction in (0, 1], not {}",
+                    v.get_ref()
+                ),
+            )
+        };
+        policy.max_ejected = Some(match v.get_ref() {
+            toml::Value::Integer(n) if *n >= 1 && *n <= MAX_MEMBERS as i64 => Cap::Count(*n as u32),
+            toml::Value::Float(f) if *f > 0.0 && *f <= 1.0 => Cap::Fraction(*f),
+            toml::Value::Float(f) if *f > 1.0 && f.fract() == 0.0 && *f <= MAX_MEMBERS as f64 => {
+                Cap::Count(*f as u32)
+            }
+            _ => return Err(bad()),
+        });
+    }
+    if let Some(v) = &pc.panic_below {
+        policy.panic_below = Some(fraction(v, "panic_below", true, false)?);
+    }
+    if let Some(v) = &pc.slow_start {
+        let d = duration(v.get_ref()).ok_or_else(|| {
+            src.err(
+                v.span(),
+                format!(
+                    "pool {name:?}: slow_start must be a duration from 1s to 1h (seconds, or \"30s\", \"2m\"), not {}",
+                    v.get_ref()
+                ),
+            )
+        })?;
+        policy.slow_start = Some(d);
+    }
+    if let Some(v) = &pc.slow_start_min {
+        if pc.slow_start.is_none() {
+            return Err(src.err(
+                v.span(),
+                format!("pool {name:?}: slow_start_min without slow_start"),
+            ));
+        }
+        policy.slow_start_min = fraction(v, "slow_start_min", false, true)?;
+    }
+    policy.latency_aware = pc.latency_aware.unwrap_or(false);
+    if let Some(v) = &pc.latency_floor {
+        if !policy.latency_aware {
+            return Err(src.err(
+                v.span(),
+                format!("pool {name:?}: latency_floor without latency_aware = true"),
+            ));
+        }
+        policy.latency_floor = fraction(v, "latency_floor", true, false)?;
+    }
+    Ok(policy)
+}
+
+/// A duration from 1 s to 1 h: seconds as a number, or a number with a
+/// unit (`ms`, `s`, `m`, `h`).
+fn duration(v: &toml::Value) -> Option<std::time::Duration> {
+    let secs = match v {
+        toml::Value::Integer(n) => *n as f64,
+        toml::Value::Float(f) => *f,
+        toml::Value::String(s) => {
+            let s = s.trim();
+            let (num, unit) = match s.find(|c: char| c.is_ascii_alphabetic()) {
+                Some(i) => s.split_at(i),
+                None => (s, "s"),
+            };
+            let n: f64 = num.trim().parse().ok()?;
+            n * match unit {
+                "ms" => 0.001,
+                "s" => 1.0,
+                "m" => 60.0,
+                "h" => 3600.0,
+                _ => return None,
+            }
+        }
+        _ => return None,
+    };
+    (secs.is_finite() && (1.0..=3600.0).contains(&secs))
+        .then(|| std::time::Duration::from_secs_f64(secs))
 }

@@ -173,6 +173,7 @@ pub fn serve(
         checker: Mutex::new(Checker::new(rt.handle().clone())),
     });
     daemon.restart_checks();
+    rt.spawn(refresher(shared.clone(), daemon.weights.clone()));
     // `POST /reload` and `POST /stop` reach the loop below through this.
     let (commands, mut api_commands) = tokio::sync::mpsc::channel(4);
     if let Some(l) = http_listener {
@@ -320,4 +321,30 @@ fn bind_error(what: &str, a: &SocketAddr, e: std::io::Error) -> String {
         ""
     };
     format!("meridian: cannot bind {what} {a}: {e}{hint}")
+}
+
+/// Recompute the balancing decisions (`balance`) off the query path: every
+/// pool at once after a health state or override changes, and each second
+/// the pools whose decisions move with time alone (slow start, signals).
+/// The work runs on a blocking thread: a large config takes milliseconds.
+async fn refresher(shared: Arc<ServerState>, weights: Arc<crate::engine::RuntimeWeights>) {
+    loop {
+        let e = shared.engine.load_full();
+        let all = tokio::select! {
+            _ = e.health.changed() => true,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => false,
+        };
+        drop(e);
+        let (shared, weights) = (shared.clone(), weights.clone());
+        let done = tokio::task::spawn_blocking(move || {
+            let e = shared.engine.load_full();
+            let now = crate::balance::now_ms();
+            weights.rebalance(&e, |p| all || crate::balance::timed(p, now));
+        })
+        .await;
+        if done.is_err() {
+            tracing::error!("balancing refresh failed; retrying in a second");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
 }

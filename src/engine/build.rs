@@ -156,6 +156,7 @@ pub(super) fn build(
             ttl: r.ttl,
             degraded_ttl: r.degraded_ttl,
             when_all_down: r.when_all_down,
+            spillover: r.spillover,
             target,
         });
     }
@@ -233,7 +234,10 @@ pub(super) fn build(
             (&e.pool_answers, names)
         }),
     );
-    Ok(Engine {
+    if let Some(prev) = prev {
+        carry_ramps(&pools, &prev.pools);
+    }
+    let e = Engine {
         config_path: src.path.clone(),
         zones,
         zone_index,
@@ -253,7 +257,39 @@ pub(super) fn build(
         build_cost: cost.parts,
         settings,
         api,
-    })
+        refresh: std::sync::Mutex::new(()),
+    };
+    // The first decisions (overrides and runtime weights, which the daemon
+    // holds, are applied again before the engine serves).
+    for (pool, c) in e.rebalance(&Default::default(), crate::balance::now_ms()) {
+        super::weights::log_panic(pool, c);
+    }
+    Ok(e)
+}
+
+/// A member that stays in a pool across a reload keeps its slow-start
+/// ramp; one the reload adds starts a new one (issue #16). A pool keeps its
+/// published decision until the new engine's first refresh, so a panic is
+/// not announced again by a reload.
+fn carry_ramps(pools: &[Pool], prev: &[Pool]) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let by_name: std::collections::HashMap<&str, &Pool> =
+        prev.iter().map(|p| (p.name.as_str(), p)).collect();
+    for p in pools {
+        let Some(old) = by_name.get(p.name.as_str()) else {
+            continue;
+        };
+        for v6 in [false, true] {
+            if p.family(v6).len() == old.family(v6).len() {
+                p.gate[v6 as usize].store(old.gate(v6));
+            }
+            for m in p.family(v6) {
+                if let Some(o) = old.family(v6).iter().find(|o| o.addr == m.addr) {
+                    m.since.store(o.since.load(Relaxed), Relaxed);
+                }
+            }
+        }
+    }
 }
 
 /// RFC 7871 §7.4: whether a name has addresses of a family must not depend

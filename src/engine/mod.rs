@@ -45,6 +45,8 @@ pub struct Binding {
     pub degraded_ttl: u32,
     /// What to answer when no candidate pool is up (`when_all_down`).
     pub when_all_down: AllDown,
+    /// Spillover factor for the failover list (None: hard failover).
+    pub spillover: Option<f64>,
     /// The pool, or the geo rules, the addresses come from.
     pub target: Target,
 }
@@ -120,6 +122,8 @@ pub struct Engine {
     /// The checked `[api]` table with its tokens (a reload reads the token
     /// file again).
     pub api: crate::config::ApiSettings,
+    /// Held while a refresh publishes decisions, so two never interleave.
+    pub refresh: std::sync::Mutex<()>,
 }
 
 impl Engine {
@@ -167,9 +171,52 @@ impl Engine {
         crate::zone::zone_of(&self.zone_index, name).map(|i| &*self.zones[i])
     }
 
-    /// Is this member usable right now?
+    /// May answers use this member (the published filter decision)?
     #[inline]
     pub fn member_up(&self, m: &Member) -> bool {
-        self.health.is_up(m.health)
+        m.usable()
+    }
+
+    /// Recompute and publish every pool's balancing decisions (off the
+    /// query path; see `balance`) with the runtime weights `weights` at
+    /// balancing time `now_ms`. Refreshes of one engine never overlap.
+    /// Returns the pools that entered or left panic, to log once each.
+    pub fn rebalance(
+        &self,
+        weights: &WeightMap,
+        now_ms: u64,
+    ) -> Vec<(&str, crate::balance::PanicChange)> {
+        self.rebalance_only(weights, now_ms, |_| true)
+    }
+
+    /// [`Engine::rebalance`] for the pools `which` picks.
+    pub fn rebalance_only(
+        &self,
+        weights: &WeightMap,
+        now_ms: u64,
+        which: impl Fn(&Pool) -> bool,
+    ) -> Vec<(&str, crate::balance::PanicChange)> {
+        let _one = self.refresh.lock().unwrap_or_else(|e| e.into_inner());
+        let runtime = |m: &Member| {
+            if weights.is_empty() {
+                1.0
+            } else {
+                weight_for(weights, &self.checks[m.health as usize])
+            }
+        };
+        let inputs = crate::balance::Inputs {
+            health: &self.health,
+            now_ms,
+            runtime: &runtime,
+            rtt: &|_| None,
+            load: &|_| None,
+        };
+        let mut changes = Vec::new();
+        for p in self.pools.iter().filter(|p| which(p)) {
+            for c in crate::balance::refresh(p, &inputs) {
+                changes.push((p.name.as_str(), c));
+            }
+        }
+        changes
     }
 }

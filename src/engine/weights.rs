@@ -1,8 +1,8 @@
 //! Runtime weights: the operator's weight factors by address (or address
 //! and port), a value the daemon owns like the overrides, so they survive
 //! reloads; and their application to an engine's pools through
-//! [`Pool::reweigh`](crate::pool::Pool::reweigh), the one place effective
-//! weights are computed. Everything here runs off the query path.
+//! [`Engine::rebalance`] (`balance`), the one place effective weights are
+//! computed. Everything here runs off the query path.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -55,20 +55,6 @@ pub fn weight_for(map: &WeightMap, spec: &CheckSpec) -> f64 {
     map.get(&(spec.addr, None)).copied().unwrap_or(1.0)
 }
 
-/// Recompute the effective weights of every pool of `e` that has a member
-/// at `only` (or of every pool that may be affected by `map`, for `None`).
-fn reweigh(e: &Engine, map: &WeightMap, only: Option<IpAddr>) {
-    for p in &e.pools {
-        let touched = p.v4.iter().chain(p.v6.iter()).any(|m| match only {
-            Some(a) => m.addr == a,
-            None => map.keys().any(|(a, _)| *a == m.addr),
-        });
-        if touched {
-            p.reweigh(|m| weight_for(map, &e.checks[m.health as usize]));
-        }
-    }
-}
-
 impl RuntimeWeights {
     /// None in force.
     pub fn new() -> RuntimeWeights {
@@ -88,10 +74,19 @@ impl RuntimeWeights {
     /// run `publish` (the swap) before anyone can set another.
     pub fn apply_then<R>(&self, e: &Engine, publish: impl FnOnce() -> R) -> R {
         let map = self.lock();
-        if !map.is_empty() {
-            reweigh(e, &map, None);
+        for (pool, c) in e.rebalance(&map, crate::balance::now_ms()) {
+            log_panic(pool, c);
         }
         publish()
+    }
+
+    /// Recompute the decisions of the serving engine `e` (or of the pools
+    /// `which` picks) with the weights in force; log panic transitions.
+    pub fn rebalance(&self, e: &Engine, which: impl Fn(&crate::pool::Pool) -> bool) {
+        let map = self.lock();
+        for (pool, c) in e.rebalance_only(&map, crate::balance::now_ms(), which) {
+            log_panic(pool, c);
+        }
     }
 
     /// Set (`Some`) or clear (`None`) the runtime weight of `addr`, or of
@@ -127,7 +122,11 @@ impl RuntimeWeights {
             Some(w) => map.insert((addr, port), w),
             None => map.remove(&(addr, port)),
         };
-        reweigh(&e, &map, Some(addr));
+        for (pool, c) in e.rebalance_only(&map, crate::balance::now_ms(), |p| {
+            p.v4.iter().chain(&p.v6).any(|m| m.addr == addr)
+        }) {
+            log_panic(pool, c);
+        }
         let what = match port {
             Some(p) => format!("{addr} port {p}"),
             None => addr.to_string(),
@@ -138,6 +137,18 @@ impl RuntimeWeights {
             prev.unwrap_or(1.0)
         );
         Ok(matched)
+    }
+}
+
+/// Say once that a pool family entered or left panic.
+pub fn log_panic(pool: &str, c: crate::balance::PanicChange) {
+    let family = if c.v6 { "AAAA" } else { "A" };
+    if c.entered {
+        tracing::warn!(
+            "pool {pool} ({family}): panic: too few members pass their checks; answering with every member not taken out by the operator"
+        );
+    } else {
+        tracing::info!("pool {pool} ({family}): panic over: enough members pass their checks");
     }
 }
 

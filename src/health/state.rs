@@ -126,6 +126,10 @@ pub struct HealthTable {
     overrides: Vec<AtomicU8>,
     unknown_up: Vec<bool>,
     stats: Vec<Arc<EntryStats>>,
+    /// Wakes whoever recomputes the balancing decisions (the daemon's
+    /// refresher) after a state or override changes; a permit is kept
+    /// when nobody waits, so no change is missed.
+    changed: tokio::sync::Notify,
 }
 
 impl HealthTable {
@@ -163,6 +167,7 @@ impl HealthTable {
             overrides,
             unknown_up,
             stats,
+            changed: tokio::sync::Notify::new(),
         }
     }
 
@@ -195,7 +200,30 @@ impl HealthTable {
 
     /// Set entry `i`'s probed state (the checker does, under the entry's detail lock).
     pub fn set_state(&self, i: u32, s: u8) {
-        self.state[i as usize].store(s, Ordering::Relaxed);
+        if self.state[i as usize].swap(s, Ordering::Relaxed) != s {
+            self.changed.notify_one();
+        }
+    }
+
+    /// Does entry `i` pass its checks, whatever the operator says? (Unknown
+    /// passes unless `unknown_is_up = false`.)
+    pub fn passes(&self, i: u32) -> bool {
+        match self.state[i as usize].load(Ordering::Relaxed) {
+            UP => true,
+            DOWN => false,
+            _ => self.unknown_up[i as usize],
+        }
+    }
+
+    /// Resolves after the next state or override change (or at once if one
+    /// happened since the last wait).
+    pub async fn changed(&self) {
+        self.changed.notified().await
+    }
+
+    /// Say that something the decisions depend on changed (a signal).
+    pub fn touch(&self) {
+        self.changed.notify_one();
     }
 
     /// Entry `i`'s operator override (an `OVR_*` value).
@@ -205,7 +233,9 @@ impl HealthTable {
 
     /// Set entry `i`'s operator override.
     pub fn set_override(&self, i: u32, o: u8) {
-        self.overrides[i as usize].store(o, Ordering::Relaxed);
+        if self.overrides[i as usize].swap(o, Ordering::Relaxed) != o {
+            self.changed.notify_one();
+        }
     }
 
     /// Entry `i`'s counters and details.

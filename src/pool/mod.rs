@@ -15,8 +15,10 @@
 //! by [`Pool::reweigh`] and published as one relaxed atomic per member, in
 //! thousandths ([`WEIGHT_UNIT`]).
 
+pub mod policy;
 pub mod select;
 
+pub use policy::{Cap, Gate, GateCell, MemberReport, Policy, Report, Standing, SHARE_ONE};
 pub use select::{select, Selector};
 
 use std::net::IpAddr;
@@ -73,6 +75,9 @@ impl std::fmt::Display for Mode {
 /// so fractional runtime weights (0.5, 1.25) stay integers on the query path.
 pub const WEIGHT_UNIT: u64 = 1000;
 
+/// The bit of a member's word that takes it out of the answers.
+pub const OUT: u64 = 1 << 63;
+
 /// Offset of the TTL in [`Member::rr`] (after pointer, type and class).
 pub const RR_TTL_AT: usize = 6;
 
@@ -85,9 +90,14 @@ pub struct Member {
     /// Configured relative weight for `rotate`, `one` and `some`
     /// (1..=65535; default 1).
     pub weight: u32,
-    /// The weight answers use, in [`WEIGHT_UNIT`]s: `weight` times the
-    /// runtime factors; written only by [`Pool::reweigh`] (and at build).
+    /// The weight answers use, in [`WEIGHT_UNIT`]s (`weight` times the
+    /// factors of the choice stage), and the [`OUT`] bit of the filter
+    /// stage: one word, so answers read a member's gate and weight
+    /// together. Written only by [`Pool::publish`] (and at build).
     eff: AtomicU64,
+    /// When the member last became usable (`balance` clock, ms; 0 while it
+    /// is out): the start of its slow-start ramp. Off the query path.
+    pub since: AtomicU64,
     /// Index into the health table.
     pub health: u32,
     /// The answer record, pre-rendered: owner pointer to the question
@@ -119,6 +129,7 @@ impl Member {
             addr,
             weight,
             eff: AtomicU64::new(u64::from(weight) * WEIGHT_UNIT),
+            since: AtomicU64::new(0),
             health,
             rr,
             rr_len: 12 + len,
@@ -129,7 +140,14 @@ impl Member {
     /// every usable member of the family has 0). One relaxed load.
     #[inline]
     pub fn effective(&self) -> u64 {
-        self.eff.load(Ordering::Relaxed)
+        self.eff.load(Ordering::Relaxed) & !OUT
+    }
+
+    /// May answers use this member (the filter stage's decision)? One
+    /// relaxed load.
+    #[inline]
+    pub fn usable(&self) -> bool {
+        self.eff.load(Ordering::Relaxed) & OUT == 0
     }
 
     /// The pre-rendered record; its TTL is at `RR_TTL_AT`.
@@ -144,7 +162,8 @@ impl Clone for Member {
         Member {
             addr: self.addr,
             weight: self.weight,
-            eff: AtomicU64::new(self.effective()),
+            eff: AtomicU64::new(self.eff.load(Ordering::Relaxed)),
+            since: AtomicU64::new(self.since.load(Ordering::Relaxed)),
             health: self.health,
             rr: self.rr,
             rr_len: self.rr_len,
@@ -170,6 +189,12 @@ pub struct Pool {
     pub min_up: f64,
     /// The `rotate` order of `v4` and `v6`; filled by [`Pool::seal`].
     pub rotation: [Rotation; 2],
+    /// Ejection cap, panic, slow start, latency (`[pool.NAME]` keys).
+    pub policy: Policy,
+    /// The published filter decision of `v4` and `v6`.
+    pub gate: [GateCell; 2],
+    /// The last refresh of `v4` and `v6`, for `/status`.
+    pub report: [Report; 2],
 }
 
 /// Longest rotation period kept (entries of a `u16`): weights whose sum
@@ -309,36 +334,37 @@ impl Pool {
     /// only after this).
     pub fn seal(&mut self) {
         self.rotation = [Rotation::new(&self.v4), Rotation::new(&self.v6)];
+        self.gate = [GateCell::new(self.v4.len()), GateCell::new(self.v6.len())];
     }
 
-    /// The effective-weight computation, run off the query path whenever an
-    /// input changes: each member's effective weight = configured weight ×
-    /// `factor(member)` (a finite factor >= 0; today the runtime weight,
-    /// later more factors multiplied in here), published per member, and the
-    /// rotation orders rebuilt from them if any changed. True if any changed.
-    pub fn reweigh(&self, factor: impl Fn(&Member) -> f64) -> bool {
-        let mut changed = [false; 2];
-        for (fam, members) in [&self.v4, &self.v6].into_iter().enumerate() {
-            for m in members {
-                let f = factor(m);
-                let f = if f.is_finite() && f > 0.0 { f } else { 0.0 };
-                let mut eff = (f64::from(m.weight) * f * WEIGHT_UNIT as f64).round() as u64;
-                if f > 0.0 {
-                    // A tiny factor still leaves the member a share.
-                    eff = eff.max(1);
-                }
-                if m.eff.swap(eff, Ordering::Relaxed) != eff {
-                    changed[fam] = true;
-                }
+    /// Publish one family's decision (`balance::refresh` computes it, off
+    /// the query path): each member's effective weight (`eff`, in
+    /// [`WEIGHT_UNIT`]s) and whether answers may use it, then the family's
+    /// [`Gate`]; the rotation order is rebuilt if a weight changed. True if
+    /// any member's word changed.
+    pub fn publish(&self, v6: bool, members: &[(u64, bool)], gate: Gate) -> bool {
+        let family = self.family(v6);
+        let mut weights_changed = false;
+        let mut changed = false;
+        for (m, &(eff, usable)) in family.iter().zip(members) {
+            let word = eff & !OUT | if usable { 0 } else { OUT };
+            let old = m.eff.swap(word, Ordering::Relaxed);
+            if old != word {
+                changed = true;
+                weights_changed |= old & !OUT != eff & !OUT;
             }
         }
-        if changed[0] {
-            self.rotation[0].rebuild(&self.v4);
+        if weights_changed {
+            self.rotation[v6 as usize].rebuild(family);
         }
-        if changed[1] {
-            self.rotation[1].rebuild(&self.v6);
-        }
-        changed[0] || changed[1]
+        self.gate[v6 as usize].store(gate);
+        changed
+    }
+
+    /// The published filter decision of one family.
+    #[inline]
+    pub fn gate(&self, v6: bool) -> Gate {
+        self.gate[v6 as usize].load()
     }
 
     /// The rotation of one family: `v6` if `v6`, else `v4`.
@@ -355,15 +381,14 @@ impl Pool {
         }
     }
 
-    /// Is this family of the pool up, given each member's state?
-    pub fn is_up(&self, v6: bool, up: &impl Fn(&Member) -> bool) -> (bool, usize) {
-        let members = self.family(v6);
-        let n = members.iter().filter(|m| up(m)).count();
-        let need = if self.min_up < 1.0 {
-            (self.min_up * members.len() as f64).ceil().max(1.0) as usize
+    /// Members of one family that must be usable for it to count as up
+    /// (`min_up`: a count, or a fraction of the family rounded up; >= 1).
+    pub fn min_usable(&self, v6: bool) -> usize {
+        let n = self.family(v6).len();
+        if self.min_up < 1.0 {
+            (self.min_up * n as f64).ceil().max(1.0) as usize
         } else {
             self.min_up as usize
-        };
-        (n >= need && n > 0, n)
+        }
     }
 }

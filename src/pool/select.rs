@@ -30,6 +30,12 @@ impl Selector {
     pub fn with_rng(rng: fastrand::Rng) -> Selector {
         Selector { rng }
     }
+
+    /// A uniform number in [0, 1) (spillover's split).
+    #[inline]
+    pub fn unit(&mut self) -> f64 {
+        self.rng.f64()
+    }
 }
 
 impl Default for Selector {
@@ -241,9 +247,24 @@ mod tests {
             location: None,
             min_up: 1.0,
             rotation: Default::default(),
+            policy: Default::default(),
+            gate: Default::default(),
+            report: Default::default(),
         };
         p.seal();
         p
+    }
+
+    /// Publish weights `f(member)` × configured, every member usable.
+    fn reweigh(p: &crate::pool::Pool, f: impl Fn(&Member) -> f64) -> bool {
+        let w: Vec<(u64, bool)> =
+            p.v4.iter()
+                .map(|m| {
+                    let e = (f64::from(m.weight) * f(m) * crate::pool::WEIGHT_UNIT as f64) as u64;
+                    (if f(m) > 0.0 { e.max(1) } else { 0 }, true)
+                })
+                .collect();
+        p.publish(false, &w, p.gate(false))
     }
 
     #[test]
@@ -251,12 +272,12 @@ mod tests {
         let p = pool(&[1, 1]);
         assert_eq!(p.rotation(false).order()[..], [0, 1]);
         // Runtime factor 3 on member 0: 3:1, smooth.
-        assert!(p.reweigh(|m| if m.health == 0 { 3.0 } else { 1.0 }));
+        assert!(reweigh(&p, |m| if m.health == 0 { 3.0 } else { 1.0 }));
         assert_eq!(p.v4[0].effective(), 3 * crate::pool::WEIGHT_UNIT);
         assert_eq!(p.rotation(false).order()[..], [0, 0, 1, 0]);
-        assert!(!p.reweigh(|m| if m.health == 0 { 3.0 } else { 1.0 }));
+        assert!(!reweigh(&p, |m| if m.health == 0 { 3.0 } else { 1.0 }));
         // Factor 0: never leads, never picked while another is usable.
-        p.reweigh(|m| if m.health == 0 { 0.0 } else { 1.0 });
+        reweigh(&p, |m| if m.health == 0 { 0.0 } else { 1.0 });
         assert_eq!(p.rotation(false).order()[..], [1]);
         let mut out = [0u16; MAX_MEMBERS];
         let mut sel = Selector::with_rng(fastrand::Rng::with_seed(3));
@@ -275,7 +296,7 @@ mod tests {
             assert_eq!(out[0], 0);
         }
         // Every member at 0: equal shares.
-        p.reweigh(|_| 0.0);
+        reweigh(&p, |_| 0.0);
         assert_eq!(p.rotation(false).order()[..], [0, 1]);
         let mut seen = [0; 2];
         for _ in 0..1000 {
@@ -292,9 +313,9 @@ mod tests {
         assert!(seen[0] > 400 && seen[1] > 400, "{seen:?}");
         // Back to the configured weights: the configured period again.
         let p = pool(&[2, 1]);
-        p.reweigh(|m| if m.health == 1 { 2.0 } else { 1.0 });
+        reweigh(&p, |m| if m.health == 1 { 2.0 } else { 1.0 });
         assert_eq!(p.rotation(false).order()[..], [0, 1]);
-        p.reweigh(|_| 1.0);
+        reweigh(&p, |_| 1.0);
         assert_eq!(p.rotation(false).order()[..], [0, 1, 0]);
     }
 
