@@ -222,18 +222,16 @@ fn down_since(h: &HealthTable, i: u32) -> Option<SystemTime> {
 /// Does `pool`'s decision change with time alone (a slow-start ramp in
 /// progress, or weights that follow measured signals), so the refresher
 /// must come back to it even when no state changed?
-pub fn timed(pool: &Pool, now_ms: u64) -> bool {
-    pool.policy.latency_aware || ramping(pool, now_ms)
+pub fn timed(pool: &Pool) -> bool {
+    pool.policy.latency_aware || ramping(pool)
 }
 
-/// Is any member of `pool` still ramping up?
-pub fn ramping(pool: &Pool, now_ms: u64) -> bool {
-    let Some(d) = pool.policy.slow_start else {
-        return false;
-    };
-    let d = d.as_millis() as u64;
-    pool.v4.iter().chain(&pool.v6).any(|m| {
-        let s = m.since.load(Ordering::Relaxed);
-        s != 0 && now_ms.saturating_sub(s) < d
-    })
+/// Is any member of `pool` still ramping up (its last refresh left it
+/// below full weight)?
+pub fn ramping(pool: &Pool) -> bool {
+    pool.policy.slow_start.is_some()
+        && pool
+            .report
+            .iter()
+            .any(|r| r.any(|m| m.standing.answers() && m.slow_start < 1.0))
 }

@@ -338,8 +338,7 @@ async fn refresher(shared: Arc<ServerState>, weights: Arc<crate::engine::Runtime
         let (shared, weights) = (shared.clone(), weights.clone());
         let done = tokio::task::spawn_blocking(move || {
             let e = shared.engine.load_full();
-            let now = crate::balance::now_ms();
-            weights.rebalance(&e, |p| all || crate::balance::timed(p, now));
+            weights.rebalance(&e, |p| all || crate::balance::timed(p));
         })
         .await;
         if done.is_err() {

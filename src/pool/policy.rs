@@ -220,6 +220,15 @@ impl Report {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// Does any member's last report satisfy `f`?
+    pub fn any(&self, f: impl Fn(&MemberReport) -> bool) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .any(f)
+    }
+
     /// Replace them.
     pub fn set(&self, r: Vec<MemberReport>) {
         *self.0.lock().unwrap_or_else(|e| e.into_inner()) = r;
