@@ -329,12 +329,14 @@ fn bind_error(what: &str, a: &SocketAddr, e: std::io::Error) -> String {
 /// The work runs on a blocking thread: a large config takes milliseconds.
 async fn refresher(shared: Arc<ServerState>, weights: Arc<crate::engine::RuntimeWeights>) {
     loop {
-        let e = shared.engine.load_full();
+        // Only the health table is held while waiting: an engine a reload
+        // replaced must be freed (and its memory returned) at once.
+        let health = shared.engine.load().health.clone();
         let all = tokio::select! {
-            _ = e.health.changed() => true,
+            _ = health.changed() => true,
             _ = tokio::time::sleep(Duration::from_secs(1)) => false,
         };
-        drop(e);
+        drop(health);
         let (shared, weights) = (shared.clone(), weights.clone());
         let done = tokio::task::spawn_blocking(move || {
             let e = shared.engine.load_full();
