@@ -196,6 +196,20 @@ impl Engine {
         now_ms: u64,
         which: impl Fn(&Pool) -> bool,
     ) -> Vec<(&str, crate::balance::PanicChange)> {
+        self.rebalance_with(weights, now_ms, &|_| None, &|_| None, which)
+    }
+
+    /// [`Engine::rebalance_only`] with the measured signals given: each
+    /// health entry's check round-trip estimate (seconds) and damped
+    /// reported load (0..=1). The simulator (`tools/sim`) passes its own.
+    pub fn rebalance_with(
+        &self,
+        weights: &WeightMap,
+        now_ms: u64,
+        rtt: &dyn Fn(u32) -> Option<f64>,
+        load: &dyn Fn(u32) -> Option<f64>,
+        which: impl Fn(&Pool) -> bool,
+    ) -> Vec<(&str, crate::balance::PanicChange)> {
         let _one = self.refresh.lock().unwrap_or_else(|e| e.into_inner());
         let runtime = |m: &Member| {
             if weights.is_empty() {
@@ -208,8 +222,8 @@ impl Engine {
             health: &self.health,
             now_ms,
             runtime: &runtime,
-            rtt: &|_| None,
-            load: &|_| None,
+            rtt,
+            load,
         };
         let mut changes = Vec::new();
         for p in self.pools.iter().filter(|p| which(p)) {
