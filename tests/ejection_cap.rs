@@ -114,6 +114,7 @@ fn bad_caps_are_refused_with_their_line() {
         ("-2", "max_ejected must be"),
         ("1.5", "max_ejected must be"),
         ("\"lots\"", "max_ejected must be"),
+        ("3", "max_ejected = 3 is more than the pool's 1 member(s)"),
     ] {
         let body = format!(
             "[pool.p]\nmembers = [\"127.0.0.1\"]\nmax_ejected = {value}\n\n\

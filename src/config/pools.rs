@@ -121,6 +121,17 @@ pub fn pool(
             ));
         }
     }
+    if let (Some(Cap::Count(c)), Some(v)) = (pool.policy.max_ejected, &pc.max_ejected) {
+        let n = pool.v4.len().max(pool.v6.len());
+        if c as usize > n {
+            return Err(src.err(
+                v.span(),
+                format!(
+                    "pool {name:?}: max_ejected = {c} is more than the pool's {n} member(s) per family: it would cap nothing"
+                ),
+            ));
+        }
+    }
     pool.seal();
     Ok(pool)
 }
