@@ -201,6 +201,30 @@ fn special_source_zero_and_not_in_database() {
 }
 
 #[test]
+fn shows_the_balancing_decision() {
+    // Each member's standing and effective weight with its factors, as
+    // `/status` has them (issue #16); health as at start-up.
+    let cfg = example_config();
+    let (rc, out, err) = lookup(&cfg, "shuffle.example.test.", "A", "8.8.8.0/24");
+    assert_eq!(rc, 0, "{err}");
+    assert!(
+        field(&out, "balance").starts_with("4 of 4 member(s) usable, 100 % pass their checks"),
+        "{out}"
+    );
+    for a in ["192.0.2.10", "192.0.2.11", "192.0.2.12", "192.0.2.13"] {
+        let line = out
+            .lines()
+            .find(|l| l.trim_start().starts_with(a))
+            .unwrap_or_else(|| panic!("no line for {a} in\n{out}"));
+        assert!(line.contains("usable"), "{line}");
+        assert!(
+            line.contains("slow start 1.00 × latency 1.00 × load 1.00 × runtime 1 = 1.000"),
+            "{line}"
+        );
+    }
+}
+
+#[test]
 fn plain_pools_and_static_names() {
     let cfg = example_config();
     let (rc, out, err) = lookup(&cfg, "shuffle.example.test.", "A", "8.8.8.0/24");

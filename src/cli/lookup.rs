@@ -149,7 +149,11 @@ pub fn lookup(config: &Path, name: &str, qtype: &str, client: &str) -> Result<St
         }
     }
     match outcome.pool {
-        Some((_, p)) => s += &format!("pool:     {}\n", e.pools[p as usize].name),
+        Some((_, p)) => {
+            let pool = &e.pools[p as usize];
+            s += &format!("pool:     {}\n", pool.name);
+            s += &balancing(pool, v6, binding.spillover);
+        }
         None => s += "pool:     none\n",
     }
     if binding.mode == Mode::All {
@@ -172,6 +176,52 @@ pub fn lookup(config: &Path, name: &str, qtype: &str, client: &str) -> Result<St
     }
     s += &format!("scope:    /{scope} ({why_scope})\n");
     Ok(s)
+}
+
+/// The pool's balancing decision for the family, as `/status` shows it:
+/// each member's standing and effective weight with its factors (health
+/// as at start-up: no check has run).
+fn balancing(pool: &crate::pool::Pool, v6: bool, spillover: Option<f64>) -> String {
+    let g = pool.gate(v6);
+    let share = f64::from(g.share) / f64::from(crate::pool::SHARE_ONE);
+    let mut s = format!(
+        "balance:  {} of {} member(s) usable, {:.0} % pass their checks{}{}\n",
+        g.usable,
+        pool.family(v6).len(),
+        share * 100.0,
+        if g.panic { ", PANIC (all answer)" } else { "" },
+        match spillover {
+            Some(f) => format!(
+                ", spillover {f}: keeps {:.0} % of its clients",
+                (share * f).min(1.0) * 100.0
+            ),
+            None => String::new(),
+        }
+    );
+    let width = pool
+        .family(v6)
+        .iter()
+        .map(|m| m.addr.to_string().len())
+        .max()
+        .unwrap_or(0);
+    for (m, r) in pool
+        .family(v6)
+        .iter()
+        .zip(pool.report[v6 as usize].snapshot())
+    {
+        s += &format!(
+            "  {:<width$} {:<19} weight {} × slow start {:.2} × latency {:.2} × load {:.2} × runtime {} = {:.3}\n",
+            m.addr.to_string(),
+            r.standing.name(),
+            m.weight,
+            r.slow_start,
+            r.latency,
+            r.load,
+            r.runtime,
+            r.effective
+        );
+    }
+    s
 }
 
 /// The RCODE as dig prints it (a NOERROR here has no records: NODATA).
