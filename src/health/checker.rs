@@ -24,6 +24,14 @@
 //! write of a result happens under the entry's `Detail` lock after checking
 //! that the writing task belongs to the current generation, so an old task
 //! that is still finishing a probe can never write a stale state.
+//!
+//! Signals: every passing probe feeds its duration to the entry's
+//! round-trip peak-EWMA and, for a check that reads one, its load figure to
+//! the damped load (see `signal`); both are published in the table. Failed
+//! probes feed neither: a backend that fails fast would look fast. A load
+//! figure that cannot be read keeps the last one and is logged at warn once
+//! per distinct error. The signals carry over a reload with the entry's
+//! `EntryStats`; a reload that changes where the load is read starts it over.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -32,6 +40,8 @@ use tokio::runtime::Handle;
 use tokio::sync::Semaphore;
 use tokio::task::AbortHandle;
 
+use super::probe::Passed;
+use super::signal::DampedLoad;
 use super::{probe, state_name, CheckSpec, Detail, HealthTable, DOWN, UNKNOWN, UP};
 
 /// Most probes in flight at once, however many entries there are.
@@ -96,6 +106,9 @@ impl Checker {
                     }
                 }
                 d.in_flight = false;
+                if let Some(c) = &spec.check {
+                    retune(&table, i, &mut d, c);
+                }
             }
             let Some(check) = &spec.check else {
                 continue;
@@ -129,6 +142,30 @@ impl Drop for Checker {
     fn drop(&mut self) {
         for t in self.tasks.drain(..) {
             t.abort();
+        }
+    }
+}
+
+/// Set the signals' tuning from the (possibly reloaded) check: a new decay
+/// keeps the estimate; a load read from elsewhere, or no longer read,
+/// starts over.
+fn retune(table: &HealthTable, i: u32, d: &mut Detail, c: &super::Check) {
+    d.rtt.set_tau(Duration::from_millis(c.latency_decay_ms));
+    match &c.load {
+        Some(l) if d.load_source.as_ref() == Some(&l.source) => {
+            d.load.set_damping(l.smoothing, l.max_step)
+        }
+        Some(l) => {
+            d.load = DampedLoad::new(l.smoothing, l.max_step);
+            d.load_source = Some(l.source.clone());
+            d.load_error = None;
+            table.set_load(i, None);
+        }
+        None => {
+            d.load.clear();
+            d.load_source = None;
+            d.load_error = None;
+            table.set_load(i, None);
         }
     }
 }
@@ -168,7 +205,7 @@ async fn run(
         };
         let took = t0.elapsed();
         drop(permit);
-        if !record(&table, i, &spec, generation, res, took) {
+        if !record(&table, i, &spec, generation, res, took, t0 + took) {
             return;
         }
         let jitter = Duration::from_micros(rng.u64(..=interval.as_micros() as u64 / 10));
@@ -194,18 +231,58 @@ pub fn step(state: u8, d: &mut Detail, ok: bool, rise: u32, fall: u32) -> Option
     }
 }
 
+/// Feed a load reading to the damped figure, or keep the last figure and
+/// warn once per distinct error (bad input must not flood the log).
+fn record_load(
+    table: &HealthTable,
+    i: u32,
+    spec: &CheckSpec,
+    d: &mut Detail,
+    load: Result<f64, String>,
+) {
+    match load {
+        Ok(v) => {
+            let v = d.load.update(v);
+            table.set_load(i, Some(v));
+            if d.load_error.take().is_some() {
+                tracing::info!(
+                    "health: {} (check {}): load readable again: {v:.3}",
+                    spec.target(),
+                    spec.check_name()
+                );
+            }
+        }
+        Err(e) => {
+            if d.load_error.as_deref() != Some(e.as_str()) {
+                let kept = match d.load.value() {
+                    Some(v) => format!("keeping the last figure {v:.3}"),
+                    None => "no figure yet".to_string(),
+                };
+                tracing::warn!(
+                    "health: {} (check {}): load {e}; {kept}",
+                    spec.target(),
+                    spec.check_name()
+                );
+                d.load_error = Some(e);
+            }
+        }
+    }
+}
+
 fn plural(n: u32, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// Record one probe result. False if this task's generation is over.
+/// Record one probe result, which finished at `end` after `took`. False if
+/// this task's generation is over.
 fn record(
     table: &HealthTable,
     i: u32,
     spec: &CheckSpec,
     generation: u64,
-    res: Result<String, String>,
+    res: Result<Passed, String>,
     took: Duration,
+    end: Instant,
 ) -> bool {
     let Some(check) = &spec.check else {
         return false;
@@ -229,7 +306,15 @@ fn record(
     d.in_flight = false;
     d.last_ok = Some(ok);
     d.reason = match res {
-        Ok(s) | Err(s) => s,
+        Ok(p) => {
+            let est = d.rtt.update(took.as_secs_f64(), end);
+            table.set_rtt_estimate(i, Some(est));
+            if let (Some(_), Some(load)) = (&check.load, p.load) {
+                record_load(table, i, spec, &mut d, load);
+            }
+            p.what
+        }
+        Err(s) => s,
     };
     d.last_check = Some(now);
     d.latency_s = took.as_secs_f64();
