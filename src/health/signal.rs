@@ -217,7 +217,7 @@ mod tests {
         let mut h = PeakEwma::new(secs(1.0));
         h.update(0.5, t0);
         let v = h.update(0.1, t0 + secs(30.0));
-        assert!(v >= 0.1 && v < 0.1 + 1e-9, "{v}");
+        assert!((0.1..0.1 + 1e-9).contains(&v), "{v}");
     }
 
     #[test]
