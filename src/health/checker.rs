@@ -309,7 +309,12 @@ fn record(
         Ok(p) => {
             let est = d.rtt.update(took.as_secs_f64(), end);
             table.set_rtt_estimate(i, Some(est));
-            if let (Some(_), Some(load)) = (&check.load, p.load) {
+            if let (Some(l), Some(load)) = (&check.load, p.load) {
+                // `launch` tunes every entry first; this keeps a figure from
+                // ever being damped with another source's settings.
+                if d.load_source.as_ref() != Some(&l.source) {
+                    retune(table, i, &mut d, check);
+                }
                 record_load(table, i, spec, &mut d, load);
             }
             p.what
@@ -360,4 +365,110 @@ fn record(
         ),
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::health::{Check, CheckKind, LoadRead, LoadSource};
+
+    fn spec(load: Option<LoadSource>) -> CheckSpec {
+        let check = Check {
+            name: "c".into(),
+            kind: CheckKind::Http,
+            port: Some(8080),
+            interval_ms: 200,
+            timeout_ms: 100,
+            rise: 1,
+            fall: 1,
+            path: "/".into(),
+            host: None,
+            expect_status: vec![(200, 399)],
+            expect_body: None,
+            tls_verify: true,
+            unknown_is_up: true,
+            latency_decay_ms: 1000,
+            load: load.map(|source| LoadRead {
+                source,
+                smoothing: 0.5,
+                max_step: 0.1,
+            }),
+        };
+        CheckSpec::new("127.0.0.1".parse().unwrap(), None, Some(Arc::new(check)))
+    }
+
+    fn passed(load: Option<Result<f64, String>>) -> Result<Passed, String> {
+        Ok(Passed {
+            what: "HTTP 200".into(),
+            load,
+        })
+    }
+
+    #[test]
+    fn only_passing_probes_feed_the_signals() {
+        let s = spec(Some(LoadSource::Header("X-Load".into())));
+        let t = HealthTable::new(std::slice::from_ref(&s), None);
+        t.stats(0).detail().owner = 1;
+        let t0 = Instant::now();
+        let fail = Err("connect: refused".to_string());
+        // A backend that fails fast must not look fast.
+        assert!(record(
+            &t,
+            0,
+            &s,
+            1,
+            fail.clone(),
+            Duration::from_millis(1),
+            t0
+        ));
+        assert_eq!((t.rtt_estimate_us(0), t.load(0)), (None, None));
+        let ok = passed(Some(Ok(0.4)));
+        assert!(record(&t, 0, &s, 1, ok, Duration::from_millis(200), t0));
+        assert_eq!(t.rtt_estimate_us(0), Some(200_000));
+        assert_eq!(t.load(0), Some(0.4));
+        // A failure after it changes neither.
+        let g = t.generation();
+        record(&t, 0, &s, 1, fail, Duration::from_millis(1), t0);
+        assert_eq!(t.rtt_estimate_us(0), Some(200_000));
+        assert_eq!(t.generation(), g + 1, "only the state changed (down)");
+        // A bad figure keeps the last one and is remembered for the log.
+        let bad = passed(Some(Err("X-Load header not a number: \"x\"".into())));
+        record(&t, 0, &s, 1, bad, Duration::from_millis(200), t0);
+        assert_eq!(t.load(0), Some(0.4));
+        assert!(t.stats(0).detail().load_error.is_some());
+        // A task of an older generation writes nothing.
+        let ok = passed(Some(Ok(1.0)));
+        assert!(!record(&t, 0, &s, 0, ok, Duration::from_millis(200), t0));
+        assert_eq!(t.load(0), Some(0.4));
+    }
+
+    #[test]
+    fn retune_keeps_or_starts_over_the_load() {
+        let hdr = spec(Some(LoadSource::Header("X-Load".into())));
+        let t = HealthTable::new(std::slice::from_ref(&hdr), None);
+        t.stats(0).detail().owner = 1;
+        let ok = passed(Some(Ok(0.6)));
+        record(&t, 0, &hdr, 1, ok, Duration::from_millis(5), Instant::now());
+        let c = |s: &CheckSpec| s.check.clone().unwrap();
+        let mut d = t.stats(0).detail().clone();
+        // Same source: kept.
+        retune(&t, 0, &mut d, &c(&hdr));
+        assert_eq!((d.load.value(), t.load(0)), (Some(0.6), Some(0.6)));
+        // Another source: starts over.
+        retune(
+            &t,
+            0,
+            &mut d,
+            &c(&spec(Some(LoadSource::Json("load".into())))),
+        );
+        assert_eq!((d.load.value(), t.load(0)), (None, None));
+        // No load keys: no load.
+        d.load.update(0.3);
+        retune(&t, 0, &mut d, &c(&spec(None)));
+        assert_eq!(
+            (d.load.value(), t.load(0), d.load_source.clone()),
+            (None, None, None)
+        );
+        assert_eq!(d.rtt.tau(), Duration::from_millis(1000));
+    }
 }
