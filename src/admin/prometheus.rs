@@ -385,6 +385,34 @@ fn health(enc: &mut DescriptorEncoder<'_>, e: &Engine) -> fmt::Result {
         f.encode_family(&labels)?.encode_gauge(&w)?;
     }
 
+    // The measured signals, for members whose check has produced one.
+    let mut f = family(
+        enc,
+        "meridian_member_rtt_estimate_seconds",
+        "Peak-EWMA of a member's passing health probe durations (latency_decay is its time constant).",
+        MetricType::Gauge,
+    )?;
+    for (pool, m) in members(e) {
+        if let Some(us) = t.rtt_estimate_us(m.health) {
+            let labels = [("pool", pool.to_string()), ("address", m.addr.to_string())];
+            f.encode_family(&labels)?.encode_gauge(&(us as f64 / 1e6))?;
+        }
+    }
+
+    let mut f = family(
+        enc,
+        "meridian_member_load",
+        "The load a member reports through its HTTP check, damped, from 0 to 1.",
+        MetricType::Gauge,
+    )?;
+    for (pool, m) in members(e) {
+        if let Some(l) = t.load(m.health) {
+            let labels = [("pool", pool.to_string()), ("address", m.addr.to_string())];
+            let v: f64 = l.to_string().parse().unwrap_or(l as f64);
+            f.encode_family(&labels)?.encode_gauge(&v)?;
+        }
+    }
+
     let mut f = family(
         enc,
         "meridian_pool_up",

@@ -63,6 +63,12 @@ struct MemberStatus<'a> {
     change_reason: Option<String>,
     checks: u64,
     failures: u64,
+    /// Peak-EWMA of the passing probes' durations, in ms (null: no sample yet, or no check).
+    rtt_estimate_ms: Option<f64>,
+    /// The damped load the backend reports, 0..1 (null: the check reads none, or none yet).
+    load: Option<f64>,
+    /// Why the last load figure could not be read (null: it could, or none is read).
+    load_error: Option<String>,
 }
 
 /// One pool in one address family.
@@ -179,6 +185,11 @@ pub(crate) fn status_json(e: &Engine, ovr: &OverrideMap, wts: &WeightMap) -> Str
                 change_reason: d.last_change.map(|_| d.change_reason.clone()),
                 checks: stats.checks.load(Ordering::Relaxed),
                 failures: stats.failures.load(Ordering::Relaxed),
+                // µs as ms with 3 decimals, like latency_ms.
+                rtt_estimate_ms: t.rtt_estimate_us(i).map(|us| us as f64 / 1e3),
+                // f32 → shortest decimal that reads back the same (0.8, not 0.800000011920929).
+                load: t.load(i).and_then(|l| l.to_string().parse().ok()),
+                load_error: d.load_error.clone(),
             });
         }
     }

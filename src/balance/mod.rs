@@ -220,10 +220,11 @@ fn down_since(h: &HealthTable, i: u32) -> Option<SystemTime> {
 }
 
 /// Does `pool`'s decision change with time alone (a slow-start ramp in
-/// progress, or weights that follow measured signals), so the refresher
-/// must come back to it even when no state changed?
+/// progress), so the refresher must come back to it even when nothing in
+/// the health table changed? (Signals change only with a probe, which
+/// moves the table's generation.)
 pub fn timed(pool: &Pool) -> bool {
-    pool.policy.latency_aware || ramping(pool)
+    ramping(pool)
 }
 
 /// Is any member of `pool` still ramping up (its last refresh left it

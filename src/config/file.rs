@@ -422,4 +422,30 @@ pub struct CheckCfg {
     /// `unknown_is_up`: count a member as up before its first result (default true).
     #[serde(default)]
     pub unknown_is_up: Option<bool>,
+    /// `latency_decay`: time constant of the round-trip estimate's decay,
+    /// `"10s"`, `"500ms"` or a number of seconds (default 10 s).
+    #[serde(default)]
+    pub latency_decay: Option<Spanned<DurationCfg>>,
+    /// `load_header`: read the backend's load (0..1) from this response header (http, https).
+    #[serde(default)]
+    pub load_header: Option<Spanned<String>>,
+    /// `load_json`: read the backend's load from this top-level number field of a JSON body.
+    #[serde(default)]
+    pub load_json: Option<Spanned<String>>,
+    /// `load_smoothing`: the new figure's weight in the load EWMA, in (0, 1] (default 0.5).
+    #[serde(default)]
+    pub load_smoothing: Option<Spanned<f64>>,
+    /// `load_max_step`: most change of the load per check, in (0, 1] (default 0.1).
+    #[serde(default)]
+    pub load_max_step: Option<Spanned<f64>>,
+}
+
+/// A duration as written: a number of seconds or a text like `"10s"`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum DurationCfg {
+    /// Seconds, fractions allowed.
+    Seconds(f64),
+    /// humantime text: `"10s"`, `"500ms"`, `"1m 30s"`.
+    Text(String),
 }

@@ -324,28 +324,42 @@ fn bind_error(what: &str, a: &SocketAddr, e: std::io::Error) -> String {
 }
 
 /// Recompute the balancing decisions (`balance`) off the query path: every
-/// pool at once after a health state or override changes, and each second
-/// the pools whose decisions move with time alone (slow start, signals).
-/// The work runs on a blocking thread: a large config takes milliseconds.
+/// pool after a health state, override or signal changes (the table's
+/// generation moved), and each second the pools whose decisions move with
+/// time alone (slow start, latency). Changes that come in a burst are
+/// taken together (one refresh at most every 50 ms). The work runs on a
+/// blocking thread: a large config takes milliseconds.
 async fn refresher(shared: Arc<ServerState>, weights: Arc<crate::engine::RuntimeWeights>) {
+    let mut seen = None;
     loop {
         // Only the health table is held while waiting: an engine a reload
         // replaced must be freed (and its memory returned) at once.
         let health = shared.engine.load().health.clone();
-        let all = tokio::select! {
-            _ = health.changed() => true,
-            _ = tokio::time::sleep(Duration::from_secs(1)) => false,
+        let all = {
+            let notified = health.changed().notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if seen != Some(health.generation()) {
+                true
+            } else {
+                tokio::select! {
+                    _ = notified => true,
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => false,
+                }
+            }
         };
+        seen = Some(health.generation());
         drop(health);
-        let (shared, weights) = (shared.clone(), weights.clone());
+        let (shared2, weights2) = (shared.clone(), weights.clone());
         let done = tokio::task::spawn_blocking(move || {
-            let e = shared.engine.load_full();
-            weights.rebalance(&e, |p| all || crate::balance::timed(p));
+            let e = shared2.engine.load_full();
+            weights2.rebalance(&e, |p| all || crate::balance::timed(p));
         })
         .await;
         if done.is_err() {
             tracing::error!("balancing refresh failed; retrying in a second");
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

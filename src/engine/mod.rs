@@ -196,7 +196,14 @@ impl Engine {
         now_ms: u64,
         which: impl Fn(&Pool) -> bool,
     ) -> Vec<(&str, crate::balance::PanicChange)> {
-        self.rebalance_with(weights, now_ms, &|_| None, &|_| None, which)
+        let h = &self.health;
+        self.rebalance_with(
+            weights,
+            now_ms,
+            &|i| h.rtt_estimate_us(i).map(|us| f64::from(us) / 1e6),
+            &|i| h.load(i).map(f64::from),
+            which,
+        )
     }
 
     /// [`Engine::rebalance_only`] with the measured signals given: each

@@ -24,6 +24,14 @@
 //! write of a result happens under the entry's `Detail` lock after checking
 //! that the writing task belongs to the current generation, so an old task
 //! that is still finishing a probe can never write a stale state.
+//!
+//! Signals: every passing probe feeds its duration to the entry's
+//! round-trip peak-EWMA and, for a check that reads one, its load figure to
+//! the damped load (see `signal`); both are published in the table. Failed
+//! probes feed neither: a backend that fails fast would look fast. A load
+//! figure that cannot be read keeps the last one and is logged at warn once
+//! per distinct error. The signals carry over a reload with the entry's
+//! `EntryStats`; a reload that changes where the load is read starts it over.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -32,6 +40,8 @@ use tokio::runtime::Handle;
 use tokio::sync::Semaphore;
 use tokio::task::AbortHandle;
 
+use super::probe::Passed;
+use super::signal::DampedLoad;
 use super::{probe, state_name, CheckSpec, Detail, HealthTable, DOWN, UNKNOWN, UP};
 
 /// Most probes in flight at once, however many entries there are.
@@ -96,6 +106,9 @@ impl Checker {
                     }
                 }
                 d.in_flight = false;
+                if let Some(c) = &spec.check {
+                    retune(&table, i, &mut d, c);
+                }
             }
             let Some(check) = &spec.check else {
                 continue;
@@ -129,6 +142,30 @@ impl Drop for Checker {
     fn drop(&mut self) {
         for t in self.tasks.drain(..) {
             t.abort();
+        }
+    }
+}
+
+/// Set the signals' tuning from the (possibly reloaded) check: a new decay
+/// keeps the estimate; a load read from elsewhere, or no longer read,
+/// starts over.
+fn retune(table: &HealthTable, i: u32, d: &mut Detail, c: &super::Check) {
+    d.rtt.set_tau(Duration::from_millis(c.latency_decay_ms));
+    match &c.load {
+        Some(l) if d.load_source.as_ref() == Some(&l.source) => {
+            d.load.set_damping(l.smoothing, l.max_step)
+        }
+        Some(l) => {
+            d.load = DampedLoad::new(l.smoothing, l.max_step);
+            d.load_source = Some(l.source.clone());
+            d.load_error = None;
+            table.set_load(i, None);
+        }
+        None => {
+            d.load.clear();
+            d.load_source = None;
+            d.load_error = None;
+            table.set_load(i, None);
         }
     }
 }
@@ -168,7 +205,7 @@ async fn run(
         };
         let took = t0.elapsed();
         drop(permit);
-        if !record(&table, i, &spec, generation, res, took) {
+        if !record(&table, i, &spec, generation, res, took, t0 + took) {
             return;
         }
         let jitter = Duration::from_micros(rng.u64(..=interval.as_micros() as u64 / 10));
@@ -194,18 +231,58 @@ pub fn step(state: u8, d: &mut Detail, ok: bool, rise: u32, fall: u32) -> Option
     }
 }
 
+/// Feed a load reading to the damped figure, or keep the last figure and
+/// warn once per distinct error (bad input must not flood the log).
+fn record_load(
+    table: &HealthTable,
+    i: u32,
+    spec: &CheckSpec,
+    d: &mut Detail,
+    load: Result<f64, String>,
+) {
+    match load {
+        Ok(v) => {
+            let v = d.load.update(v);
+            table.set_load(i, Some(v));
+            if d.load_error.take().is_some() {
+                tracing::info!(
+                    "health: {} (check {}): load readable again: {v:.3}",
+                    spec.target(),
+                    spec.check_name()
+                );
+            }
+        }
+        Err(e) => {
+            if d.load_error.as_deref() != Some(e.as_str()) {
+                let kept = match d.load.value() {
+                    Some(v) => format!("keeping the last figure {v:.3}"),
+                    None => "no figure yet".to_string(),
+                };
+                tracing::warn!(
+                    "health: {} (check {}): load {e}; {kept}",
+                    spec.target(),
+                    spec.check_name()
+                );
+                d.load_error = Some(e);
+            }
+        }
+    }
+}
+
 fn plural(n: u32, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// Record one probe result. False if this task's generation is over.
+/// Record one probe result, which finished at `end` after `took`. False if
+/// this task's generation is over.
 fn record(
     table: &HealthTable,
     i: u32,
     spec: &CheckSpec,
     generation: u64,
-    res: Result<String, String>,
+    res: Result<Passed, String>,
     took: Duration,
+    end: Instant,
 ) -> bool {
     let Some(check) = &spec.check else {
         return false;
@@ -229,7 +306,20 @@ fn record(
     d.in_flight = false;
     d.last_ok = Some(ok);
     d.reason = match res {
-        Ok(s) | Err(s) => s,
+        Ok(p) => {
+            let est = d.rtt.update(took.as_secs_f64(), end);
+            table.set_rtt_estimate(i, Some(est));
+            if let (Some(l), Some(load)) = (&check.load, p.load) {
+                // `launch` tunes every entry first; this keeps a figure from
+                // ever being damped with another source's settings.
+                if d.load_source.as_ref() != Some(&l.source) {
+                    retune(table, i, &mut d, check);
+                }
+                record_load(table, i, spec, &mut d, load);
+            }
+            p.what
+        }
+        Err(s) => s,
     };
     d.last_check = Some(now);
     d.latency_s = took.as_secs_f64();
@@ -275,4 +365,110 @@ fn record(
         ),
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::health::{Check, CheckKind, LoadRead, LoadSource};
+
+    fn spec(load: Option<LoadSource>) -> CheckSpec {
+        let check = Check {
+            name: "c".into(),
+            kind: CheckKind::Http,
+            port: Some(8080),
+            interval_ms: 200,
+            timeout_ms: 100,
+            rise: 1,
+            fall: 1,
+            path: "/".into(),
+            host: None,
+            expect_status: vec![(200, 399)],
+            expect_body: None,
+            tls_verify: true,
+            unknown_is_up: true,
+            latency_decay_ms: 1000,
+            load: load.map(|source| LoadRead {
+                source,
+                smoothing: 0.5,
+                max_step: 0.1,
+            }),
+        };
+        CheckSpec::new("127.0.0.1".parse().unwrap(), None, Some(Arc::new(check)))
+    }
+
+    fn passed(load: Option<Result<f64, String>>) -> Result<Passed, String> {
+        Ok(Passed {
+            what: "HTTP 200".into(),
+            load,
+        })
+    }
+
+    #[test]
+    fn only_passing_probes_feed_the_signals() {
+        let s = spec(Some(LoadSource::Header("X-Load".into())));
+        let t = HealthTable::new(std::slice::from_ref(&s), None);
+        t.stats(0).detail().owner = 1;
+        let t0 = Instant::now();
+        let fail = Err("connect: refused".to_string());
+        // A backend that fails fast must not look fast.
+        assert!(record(
+            &t,
+            0,
+            &s,
+            1,
+            fail.clone(),
+            Duration::from_millis(1),
+            t0
+        ));
+        assert_eq!((t.rtt_estimate_us(0), t.load(0)), (None, None));
+        let ok = passed(Some(Ok(0.4)));
+        assert!(record(&t, 0, &s, 1, ok, Duration::from_millis(200), t0));
+        assert_eq!(t.rtt_estimate_us(0), Some(200_000));
+        assert_eq!(t.load(0), Some(0.4));
+        // A failure after it changes neither.
+        let g = t.generation();
+        record(&t, 0, &s, 1, fail, Duration::from_millis(1), t0);
+        assert_eq!(t.rtt_estimate_us(0), Some(200_000));
+        assert_eq!(t.generation(), g + 1, "only the state changed (down)");
+        // A bad figure keeps the last one and is remembered for the log.
+        let bad = passed(Some(Err("X-Load header not a number: \"x\"".into())));
+        record(&t, 0, &s, 1, bad, Duration::from_millis(200), t0);
+        assert_eq!(t.load(0), Some(0.4));
+        assert!(t.stats(0).detail().load_error.is_some());
+        // A task of an older generation writes nothing.
+        let ok = passed(Some(Ok(1.0)));
+        assert!(!record(&t, 0, &s, 0, ok, Duration::from_millis(200), t0));
+        assert_eq!(t.load(0), Some(0.4));
+    }
+
+    #[test]
+    fn retune_keeps_or_starts_over_the_load() {
+        let hdr = spec(Some(LoadSource::Header("X-Load".into())));
+        let t = HealthTable::new(std::slice::from_ref(&hdr), None);
+        t.stats(0).detail().owner = 1;
+        let ok = passed(Some(Ok(0.6)));
+        record(&t, 0, &hdr, 1, ok, Duration::from_millis(5), Instant::now());
+        let c = |s: &CheckSpec| s.check.clone().unwrap();
+        let mut d = t.stats(0).detail().clone();
+        // Same source: kept.
+        retune(&t, 0, &mut d, &c(&hdr));
+        assert_eq!((d.load.value(), t.load(0)), (Some(0.6), Some(0.6)));
+        // Another source: starts over.
+        retune(
+            &t,
+            0,
+            &mut d,
+            &c(&spec(Some(LoadSource::Json("load".into())))),
+        );
+        assert_eq!((d.load.value(), t.load(0)), (None, None));
+        // No load keys: no load.
+        d.load.update(0.3);
+        retune(&t, 0, &mut d, &c(&spec(None)));
+        assert_eq!(
+            (d.load.value(), t.load(0), d.load_source.clone()),
+            (None, None, None)
+        );
+        assert_eq!(d.rtt.tau(), Duration::from_millis(1000));
+    }
 }

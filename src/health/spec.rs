@@ -47,6 +47,57 @@ pub struct Check {
     pub tls_verify: bool,
     /// Count a member as up before its first probe finishes (`unknown_is_up`; default true).
     pub unknown_is_up: bool,
+    /// Time constant of the round-trip estimate's decay, in ms
+    /// (`latency_decay`; default 10 000). See [`super::signal::PeakEwma`].
+    pub latency_decay_ms: u64,
+    /// Where an http or https check reads the backend's load figure
+    /// (`load_header` or `load_json`), and how it is damped; None: no load.
+    pub load: Option<LoadRead>,
+}
+
+/// Default `latency_decay`: 10 s.
+pub const DEFAULT_LATENCY_DECAY_MS: u64 = 10_000;
+/// Default `load_smoothing`: the new sample's weight in the EWMA.
+pub const DEFAULT_LOAD_SMOOTHING: f64 = 0.5;
+/// Default `load_max_step`: most change of the figure per check.
+pub const DEFAULT_LOAD_MAX_STEP: f64 = 0.1;
+
+/// Where a load figure is read from a passing HTTP(S) response.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum LoadSource {
+    /// A response header (`load_header = "X-Load"`), matched case-insensitively.
+    Header(String),
+    /// A top-level number field of a JSON body (`load_json = "load"`).
+    Json(String),
+}
+
+/// A check's load reading: the source and the damping
+/// (see [`super::signal::DampedLoad`]).
+#[derive(Debug, Clone)]
+pub struct LoadRead {
+    /// Where the figure is read.
+    pub source: LoadSource,
+    /// The new sample's weight in the EWMA, in (0, 1] (`load_smoothing`).
+    pub smoothing: f64,
+    /// Most change of the figure per check, in (0, 1] (`load_max_step`).
+    pub max_step: f64,
+}
+
+// By bits: the config only admits finite values, so this is an equivalence.
+impl PartialEq for LoadRead {
+    fn eq(&self, o: &LoadRead) -> bool {
+        self.source == o.source
+            && self.smoothing.to_bits() == o.smoothing.to_bits()
+            && self.max_step.to_bits() == o.max_step.to_bits()
+    }
+}
+impl Eq for LoadRead {}
+impl std::hash::Hash for LoadRead {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.source.hash(h);
+        self.smoothing.to_bits().hash(h);
+        self.max_step.to_bits().hash(h);
+    }
 }
 
 /// What is probed: a member address with its check. `check: None` is always up.

@@ -1,12 +1,17 @@
 //! The lock-free health table the answer path reads: per entry a probed
 //! state and an operator override (relaxed atomics), plus counters and
-//! details for `/status` that the query path never touches.
+//! details for `/status` that the query path never touches, the measured
+//! signals (round-trip estimate, reported load) published for the weight
+//! computation, and a generation counter that says something changed.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 
-use super::spec::{carry_map, CheckSpec};
+use tokio::sync::Notify;
+
+use super::signal::{DampedLoad, PeakEwma};
+use super::spec::{carry_map, CheckSpec, LoadSource};
 use crate::metrics::Histogram;
 
 /// Health state: not probed yet (counts as up unless `unknown_is_up = false`).
@@ -83,6 +88,36 @@ pub struct Detail {
     pub last_start: Option<Instant>,
     /// A probe is running now.
     pub in_flight: bool,
+    /// The round-trip estimate, fed by passing probes.
+    pub rtt: PeakEwma,
+    /// The reported load, damped; fed by passing probes of a check that reads one.
+    pub load: DampedLoad,
+    /// Where `load` was read from: a reload that changes the source starts over.
+    pub load_source: Option<LoadSource>,
+    /// Why the last load figure could not be read (None: it could), so a
+    /// bad figure is logged once per change, not once per probe.
+    pub load_error: Option<String>,
+}
+
+/// "None" in a published signal: never a stored value (as f32 bits it is a NaN).
+const NO_SIGNAL: u32 = u32::MAX;
+
+/// The signals of one entry as published for lock-free reading: the
+/// round-trip estimate in µs and the damped load as f32 bits, each
+/// [`NO_SIGNAL`] while there is none. Written by the entry's checker.
+#[derive(Debug)]
+pub struct Signals {
+    rtt_us: AtomicU32,
+    load: AtomicU32,
+}
+
+impl Default for Signals {
+    fn default() -> Signals {
+        Signals {
+            rtt_us: AtomicU32::new(NO_SIGNAL),
+            load: AtomicU32::new(NO_SIGNAL),
+        }
+    }
 }
 
 /// Counters and details of one entry. Shared (by `Arc`) between the tables
@@ -102,6 +137,8 @@ pub struct EntryStats {
     pub to_down: AtomicU64,
     /// Probe durations, failures included.
     pub latency: Histogram,
+    /// The published signals (see [`HealthTable::rtt_estimate_us`]).
+    pub signals: Signals,
 }
 
 impl EntryStats {
@@ -121,15 +158,20 @@ impl EntryStats {
 /// The table belongs to one engine and is shared (by `Arc`) with the
 /// checkers while that engine serves; a reload builds a new table that
 /// carries states, overrides and counters over (see [`HealthTable::new`]).
+///
+/// Besides the state, each checked entry publishes two measured signals
+/// ([`HealthTable::rtt_estimate_us`], [`HealthTable::load`]); and
+/// [`HealthTable::generation`] counts every change of a state, an override
+/// or a signal, so whatever derives values from them (effective weights)
+/// can tell cheaply whether to recompute, or wait on
+/// [`HealthTable::changed`].
 pub struct HealthTable {
     state: Vec<AtomicU8>,
     overrides: Vec<AtomicU8>,
     unknown_up: Vec<bool>,
     stats: Vec<Arc<EntryStats>>,
-    /// Wakes whoever recomputes the balancing decisions (the daemon's
-    /// refresher) after a state or override changes; a permit is kept
-    /// when nobody waits, so no change is missed.
-    changed: tokio::sync::Notify,
+    generation: AtomicU64,
+    changed: Notify,
 }
 
 impl HealthTable {
@@ -167,7 +209,80 @@ impl HealthTable {
             overrides,
             unknown_up,
             stats,
-            changed: tokio::sync::Notify::new(),
+            // Continue the previous table's count: a consumer that compares
+            // generations across a reload sees a change.
+            generation: AtomicU64::new(prev.map_or(0, |(t, _)| t.generation() + 1)),
+            changed: Notify::new(),
+        }
+    }
+
+    /// Count one change and wake whoever waits on [`HealthTable::changed`].
+    /// Called by writers only (checker, overrides), never per query.
+    fn bump(&self) {
+        self.generation.fetch_add(1, Ordering::Relaxed);
+        self.changed.notify_waiters();
+    }
+
+    /// How many times a state, an override or a signal of this table has
+    /// changed (continuing the count of the table it replaced). Cheap to
+    /// poll; equal values mean nothing changed in between.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Relaxed)
+    }
+
+    /// Woken (`notify_waiters`) at every change that bumps the generation.
+    /// To miss nothing, create the `notified()` future, then read
+    /// [`HealthTable::generation`], then await.
+    pub fn changed(&self) -> &Notify {
+        &self.changed
+    }
+
+    /// Entry `i`'s round-trip estimate (peak-EWMA of its passing probes'
+    /// durations) in microseconds; None before its first passing probe, and
+    /// for entries without a check.
+    pub fn rtt_estimate_us(&self, i: u32) -> Option<u32> {
+        let v = self.stats[i as usize]
+            .signals
+            .rtt_us
+            .load(Ordering::Relaxed);
+        (v != NO_SIGNAL).then_some(v)
+    }
+
+    /// Entry `i`'s damped reported load, a fraction in 0..=1; None when its
+    /// check reads no load, or before the first figure.
+    pub fn load(&self, i: u32) -> Option<f32> {
+        let v = self.stats[i as usize].signals.load.load(Ordering::Relaxed);
+        (v != NO_SIGNAL).then(|| f32::from_bits(v))
+    }
+
+    /// Publish entry `i`'s round-trip estimate, in seconds (the checker does).
+    pub fn set_rtt_estimate(&self, i: u32, secs: Option<f64>) {
+        let v = match secs {
+            // At least 1 µs, at most just under the sentinel (71 minutes).
+            Some(s) if s.is_finite() => (s * 1e6).round().clamp(1.0, (NO_SIGNAL - 1) as f64) as u32,
+            _ => NO_SIGNAL,
+        };
+        let old = self.stats[i as usize]
+            .signals
+            .rtt_us
+            .swap(v, Ordering::Relaxed);
+        if old != v {
+            self.bump();
+        }
+    }
+
+    /// Publish entry `i`'s damped load, a fraction clamped into 0..=1 (the checker does).
+    pub fn set_load(&self, i: u32, load: Option<f64>) {
+        let v = match load {
+            Some(l) if l.is_finite() => (l.clamp(0.0, 1.0) as f32).to_bits(),
+            _ => NO_SIGNAL,
+        };
+        let old = self.stats[i as usize]
+            .signals
+            .load
+            .swap(v, Ordering::Relaxed);
+        if old != v {
+            self.bump();
         }
     }
 
@@ -201,7 +316,7 @@ impl HealthTable {
     /// Set entry `i`'s probed state (the checker does, under the entry's detail lock).
     pub fn set_state(&self, i: u32, s: u8) {
         if self.state[i as usize].swap(s, Ordering::Relaxed) != s {
-            self.changed.notify_one();
+            self.bump();
         }
     }
 
@@ -215,17 +330,6 @@ impl HealthTable {
         }
     }
 
-    /// Resolves after the next state or override change (or at once if one
-    /// happened since the last wait).
-    pub async fn changed(&self) {
-        self.changed.notified().await
-    }
-
-    /// Say that something the decisions depend on changed (a signal).
-    pub fn touch(&self) {
-        self.changed.notify_one();
-    }
-
     /// Entry `i`'s operator override (an `OVR_*` value).
     pub fn override_of(&self, i: u32) -> u8 {
         self.overrides[i as usize].load(Ordering::Relaxed)
@@ -234,7 +338,7 @@ impl HealthTable {
     /// Set entry `i`'s operator override.
     pub fn set_override(&self, i: u32, o: u8) {
         if self.overrides[i as usize].swap(o, Ordering::Relaxed) != o {
-            self.changed.notify_one();
+            self.bump();
         }
     }
 

@@ -23,6 +23,8 @@ fn check(kind: CheckKind) -> Check {
         expect_body: None,
         tls_verify: true,
         unknown_is_up: true,
+        latency_decay_ms: 10_000,
+        load: None,
     }
 }
 
@@ -199,4 +201,56 @@ fn http_helpers() {
     c.kind = CheckKind::Https;
     let r = String::from_utf8(request("::1".parse().unwrap(), 443, &c)).unwrap();
     assert!(r.contains("\r\nHost: [::1]\r\n"), "{r}");
+}
+
+#[test]
+fn signals_publish_carry_over_and_bump_the_generation() {
+    let a = CheckSpec::new(
+        "127.0.0.1".parse().unwrap(),
+        None,
+        Some(Arc::new(check(CheckKind::Http))),
+    );
+    let t1 = HealthTable::new(std::slice::from_ref(&a), None);
+    assert_eq!((t1.rtt_estimate_us(0), t1.load(0)), (None, None));
+    let g0 = t1.generation();
+    t1.set_rtt_estimate(0, Some(0.2005));
+    assert_eq!(t1.rtt_estimate_us(0), Some(200_500));
+    t1.set_load(0, Some(1.7));
+    assert_eq!(t1.load(0), Some(1.0), "clamped into 0..1");
+    t1.set_load(0, Some(0.25));
+    assert_eq!(t1.load(0), Some(0.25));
+    assert_eq!(t1.generation(), g0 + 3);
+    // Writing the same value again is no change.
+    t1.set_load(0, Some(0.25));
+    t1.set_state(0, UNKNOWN);
+    assert_eq!(t1.generation(), g0 + 3);
+    t1.set_state(0, UP);
+    t1.set_override(0, OVR_DOWN);
+    assert_eq!(t1.generation(), g0 + 5);
+    // A reload with the same spec keeps the signals, and the count goes on.
+    let t2 = HealthTable::new(
+        std::slice::from_ref(&a),
+        Some((&t1, std::slice::from_ref(&a))),
+    );
+    assert_eq!(t2.rtt_estimate_us(0), Some(200_500));
+    assert_eq!(t2.load(0), Some(0.25));
+    assert!(t2.generation() > t1.generation());
+    t2.set_rtt_estimate(0, None);
+    assert_eq!(t2.rtt_estimate_us(0), None);
+}
+
+#[test]
+fn load_from_a_json_body() {
+    use super::probe::json_load;
+    assert_eq!(json_load(br#"{"load": 0.42, "x": "y"}"#, "load"), Ok(0.42));
+    assert_eq!(json_load(br#"{"load": 3}"#, "load"), Ok(1.0));
+    assert!(json_load(br#"{"load": "banana"}"#, "load")
+        .unwrap_err()
+        .contains("not a number"));
+    assert!(json_load(br#"{"other": 1}"#, "load")
+        .unwrap_err()
+        .contains("no JSON field"));
+    assert!(json_load(b"ok", "load").unwrap_err().contains("not JSON"));
+    // Only a top-level field counts.
+    assert!(json_load(br#"{"a": {"load": 0.5}}"#, "load").is_err());
 }

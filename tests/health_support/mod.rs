@@ -44,6 +44,14 @@ pub(crate) enum Reply {
     Chunked(u16, Vec<String>),
     /// Read the request and never answer (until the backend stops).
     Hang,
+    /// Wait `delay`, then answer `code` with these extra headers and body
+    /// (Content-Length framing).
+    Custom {
+        delay: Duration,
+        code: u16,
+        headers: Vec<(String, String)>,
+        body: String,
+    },
 }
 
 pub(crate) type Handler = Arc<dyn Fn(&Req) -> Reply + Send + Sync>;
@@ -227,6 +235,23 @@ fn exchange<S: Read + Write>(mut s: S, h: &Handler, hits: &AtomicU64, stop: &Ato
                 r.push_str(&format!("{:x}\r\n{p}\r\n", p.len()));
             }
             r.push_str("0\r\n\r\n");
+            r
+        }
+        Reply::Custom {
+            delay,
+            code,
+            headers,
+            body,
+        } => {
+            std::thread::sleep(delay);
+            let mut r = format!("HTTP/1.1 {code} X\r\n");
+            for (k, v) in headers {
+                r.push_str(&format!("{k}: {v}\r\n"));
+            }
+            r.push_str(&format!(
+                "Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            ));
             r
         }
         Reply::Hang => {

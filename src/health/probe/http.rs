@@ -1,13 +1,16 @@
 //! The HTTP/1.1 exchange of `http` and `https` checks (RFC 9112): one GET
 //! with `Connection: close`, the response read up to [`MAX_RESPONSE`],
-//! framed by content-length or chunked coding, judged by status and body.
+//! framed by content-length or chunked coding, judged by status and body;
+//! a passing response may also carry the backend's load figure (a header
+//! or a top-level JSON field, see `LoadSource`).
 
 use std::net::IpAddr;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::io_text;
-use crate::health::{Check, CheckKind};
+use super::{io_text, Passed};
+use crate::health::signal::parse_load;
+use crate::health::{Check, CheckKind, LoadSource};
 
 /// Most bytes of an HTTP response read (status line, headers and body).
 pub const MAX_RESPONSE: usize = 64 * 1024;
@@ -67,12 +70,13 @@ fn find(h: &[u8], n: &[u8]) -> Option<usize> {
     h.windows(n.len()).position(|w| w == n)
 }
 
-/// Send the request, read the response, judge status and body.
+/// Send the request, read the response, judge status and body, and read
+/// the load figure of a passing response when the check asks for one.
 pub async fn http_exchange<S: AsyncRead + AsyncWrite + Unpin>(
     s: &mut S,
     req: &[u8],
     check: &Check,
-) -> Result<String, String> {
+) -> Result<Passed, String> {
     s.write_all(req)
         .await
         .map_err(|e| format!("send: {}", io_text(&e)))?;
@@ -115,9 +119,25 @@ pub async fn http_exchange<S: AsyncRead + AsyncWrite + Unpin>(
             status_text(&check.expect_status)
         ));
     }
-    let Some(want) = &check.expect_body else {
-        return Ok(format!("HTTP {code}"));
+    let source = check.load.as_ref().map(|l| &l.source);
+    let json_field = match source {
+        Some(LoadSource::Json(f)) => Some(f.as_str()),
+        _ => None,
     };
+    let mut load = match source {
+        Some(LoadSource::Header(name)) => Some(match header(&head, name) {
+            Some(v) => parse_load(v).map_err(|e| format!("{name} header {e}")),
+            None => Err(format!("no {name} header")),
+        }),
+        _ => None,
+    };
+    let want = check.expect_body.as_deref();
+    if want.is_none() && json_field.is_none() {
+        return Ok(Passed {
+            what: format!("HTTP {code}"),
+            load,
+        });
+    }
     let (chunked, length) = framing(&head);
     let mut body = buf[head_end..].to_vec();
     loop {
@@ -128,18 +148,58 @@ pub async fn http_exchange<S: AsyncRead + AsyncWrite + Unpin>(
         } else {
             false
         };
-        if done || (!chunked && find(&body, want.as_bytes()).is_some()) {
+        // Without framing, the body is read to the end of the stream, unless
+        // the expected string is all that is asked and it is there already.
+        let seen = || want.is_some_and(|w| find(&body, w.as_bytes()).is_some());
+        if done || (!chunked && json_field.is_none() && seen()) {
             break;
         }
         if read_some(s, &mut body).await? == 0 {
             break;
         }
     }
-    let body = if chunked { dechunk(&body).0 } else { body };
-    if find(&body, want.as_bytes()).is_some() {
-        Ok(format!("HTTP {code}, body matched"))
-    } else {
-        Err(format!("HTTP {code}, body does not contain {want:?}"))
+    let mut body = if chunked { dechunk(&body).0 } else { body };
+    if let Some(n) = length.filter(|_| !chunked) {
+        body.truncate(n);
+    }
+    if let Some(field) = json_field {
+        load = Some(json_load(&body, field));
+    }
+    match want {
+        None => Ok(Passed {
+            what: format!("HTTP {code}"),
+            load,
+        }),
+        Some(w) if find(&body, w.as_bytes()).is_some() => Ok(Passed {
+            what: format!("HTTP {code}, body matched"),
+            load,
+        }),
+        Some(w) => Err(format!("HTTP {code}, body does not contain {w:?}")),
+    }
+}
+
+/// The value of header `name` (case-insensitive) in a response head.
+fn header<'h>(head: &'h str, name: &str) -> Option<&'h str> {
+    head.lines().skip(1).find_map(|line| {
+        let (k, v) = line.split_once(':')?;
+        k.trim().eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+/// The load figure in the top-level number field `field` of a JSON body.
+pub fn json_load(body: &[u8], field: &str) -> Result<f64, String> {
+    let v: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| format!("body is not JSON: {e}"))?;
+    let Some(obj) = v.as_object() else {
+        return Err("body is not a JSON object".into());
+    };
+    match obj.get(field) {
+        None => Err(format!("no JSON field {field:?}")),
+        Some(serde_json::Value::Number(n)) => parse_load(&n.to_string()),
+        Some(other) => {
+            let t: String = other.to_string().chars().take(40).collect();
+            Err(format!("JSON field {field:?} is not a number: {t}"))
+        }
     }
 }
 

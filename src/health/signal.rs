@@ -1,0 +1,308 @@
+//! The two measured signals of a health entry, as small pure types: a
+//! peak-EWMA of the check's round-trip time ([`PeakEwma`]) and the damped
+//! load figure a backend reports ([`DampedLoad`]). Neither reads a clock or
+//! does I/O: the checker feeds them with real probes, and a simulator can
+//! feed them with a synthetic clock and get the same numbers.
+//!
+//! Both only describe; what the balancer does with them (weights) is the
+//! pool's business.
+
+use std::time::{Duration, Instant};
+
+use super::spec::{DEFAULT_LATENCY_DECAY_MS, DEFAULT_LOAD_MAX_STEP, DEFAULT_LOAD_SMOOTHING};
+
+/// Peak-EWMA of a latency, as Finagle and Linkerd keep it: a sample above
+/// the estimate replaces it at once (so a backend that turns slow is seen
+/// slow at the next sample); a lower sample pulls the estimate down with
+/// time constant `tau`: `est += (sample − est) × (1 − e^(−Δt/τ))`, where
+/// Δt is the time since the previous sample. The decay depends on elapsed
+/// time, not on the number of samples, so it means the same at any check
+/// interval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PeakEwma {
+    tau: Duration,
+    est: Option<f64>,
+    last: Option<Instant>,
+}
+
+impl PeakEwma {
+    /// No estimate yet; lower samples decay with time constant `tau`.
+    pub fn new(tau: Duration) -> PeakEwma {
+        PeakEwma {
+            tau,
+            est: None,
+            last: None,
+        }
+    }
+
+    /// The time constant of the decay.
+    pub fn tau(&self) -> Duration {
+        self.tau
+    }
+
+    /// Change the time constant, keeping the estimate (a reload that only
+    /// retunes the check).
+    pub fn set_tau(&mut self, tau: Duration) {
+        self.tau = tau;
+    }
+
+    /// Take a sample of `sample_s` seconds measured at `now`; returns the
+    /// new estimate in seconds. A sample that is negative or not finite is
+    /// ignored. `now` earlier than the previous sample counts as Δt = 0.
+    pub fn update(&mut self, sample_s: f64, now: Instant) -> f64 {
+        if !(sample_s.is_finite() && sample_s >= 0.0) {
+            return self.est.unwrap_or(0.0);
+        }
+        let est = match (self.est, self.last) {
+            (Some(est), _) if sample_s >= est => sample_s,
+            (Some(est), Some(last)) => {
+                let dt = now.saturating_duration_since(last).as_secs_f64();
+                let tau = self.tau.as_secs_f64();
+                // τ = 0 means no memory: follow the sample.
+                let w = if tau > 0.0 {
+                    1.0 - (-dt / tau).exp()
+                } else {
+                    1.0
+                };
+                est + (sample_s - est) * w
+            }
+            _ => sample_s,
+        };
+        self.est = Some(est);
+        // Keep the latest time even if a clock went back, so Δt never spans
+        // more than really passed.
+        self.last = Some(self.last.map_or(now, |l| l.max(now)));
+        est
+    }
+
+    /// The estimate in seconds; None before the first sample.
+    pub fn estimate(&self) -> Option<f64> {
+        self.est
+    }
+}
+
+impl Default for PeakEwma {
+    /// No estimate, the default time constant (`latency_decay`, 10 s).
+    fn default() -> PeakEwma {
+        PeakEwma::new(Duration::from_millis(DEFAULT_LATENCY_DECAY_MS))
+    }
+}
+
+/// A reported load figure (a fraction 0..1), damped so that weights that
+/// follow it do not oscillate: each sample moves the figure by an EWMA
+/// (`smoothing` is the new sample's weight), and by at most `max_step`.
+/// The first sample is taken as it is: there is nothing to damp against.
+/// Samples come one per passing check, so `max_step` bounds the change per
+/// check interval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DampedLoad {
+    smoothing: f64,
+    max_step: f64,
+    value: Option<f64>,
+}
+
+impl DampedLoad {
+    /// No figure yet. `smoothing` and `max_step` are clamped into (0, 1]
+    /// (the config has validated them already).
+    pub fn new(smoothing: f64, max_step: f64) -> DampedLoad {
+        let unit = |v: f64| {
+            if v.is_finite() {
+                v.clamp(f64::MIN_POSITIVE, 1.0)
+            } else {
+                1.0
+            }
+        };
+        DampedLoad {
+            smoothing: unit(smoothing),
+            max_step: unit(max_step),
+            value: None,
+        }
+    }
+
+    /// Change the damping, keeping the figure (a reload that retunes it).
+    pub fn set_damping(&mut self, smoothing: f64, max_step: f64) {
+        let v = self.value;
+        *self = DampedLoad::new(smoothing, max_step);
+        self.value = v;
+    }
+
+    /// Take a reported figure; returns the new damped figure. The figure is
+    /// clamped into 0..1; one that is not finite is ignored (the caller
+    /// reports it).
+    pub fn update(&mut self, sample: f64) -> f64 {
+        if !sample.is_finite() {
+            return self.value.unwrap_or(0.0);
+        }
+        let sample = sample.clamp(0.0, 1.0);
+        let v = match self.value {
+            None => sample,
+            Some(v) => {
+                let step = ((sample - v) * self.smoothing).clamp(-self.max_step, self.max_step);
+                (v + step).clamp(0.0, 1.0)
+            }
+        };
+        self.value = Some(v);
+        v
+    }
+
+    /// The damped figure; None before the first sample.
+    pub fn value(&self) -> Option<f64> {
+        self.value
+    }
+
+    /// Forget the figure (the check stopped reading one, or reads another).
+    pub fn clear(&mut self) {
+        self.value = None;
+    }
+}
+
+impl Default for DampedLoad {
+    /// No figure, the default damping (`load_smoothing` 0.5, `load_max_step` 0.1).
+    fn default() -> DampedLoad {
+        DampedLoad::new(DEFAULT_LOAD_SMOOTHING, DEFAULT_LOAD_MAX_STEP)
+    }
+}
+
+/// Parse a reported load figure: a decimal number, finite; clamped into
+/// 0..1 (a negative figure is 0: idle). Err with the text as it came.
+pub fn parse_load(text: &str) -> Result<f64, String> {
+    let t = text.trim();
+    match t.parse::<f64>() {
+        Ok(v) if v.is_finite() => Ok(v.clamp(0.0, 1.0)),
+        _ => Err(format!(
+            "not a number: {:?}",
+            t.chars().take(40).collect::<String>()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(s: f64) -> Duration {
+        Duration::from_secs_f64(s)
+    }
+
+    #[test]
+    fn peak_replaces_at_once() {
+        let t0 = Instant::now();
+        let mut e = PeakEwma::new(secs(10.0));
+        assert_eq!(e.estimate(), None);
+        assert_eq!(e.update(0.010, t0), 0.010);
+        // A higher sample is the new estimate however little time passed.
+        assert_eq!(e.update(0.200, t0 + secs(0.001)), 0.200);
+        assert_eq!(e.estimate(), Some(0.200));
+    }
+
+    #[test]
+    fn decays_with_the_time_constant() {
+        let t0 = Instant::now();
+        let tau = 2.0;
+        let mut e = PeakEwma::new(secs(tau));
+        e.update(1.0, t0);
+        // One sample of 0 after exactly τ: 1 − (1 − e^−1) = e^−1.
+        let v = e.update(0.0, t0 + secs(tau));
+        assert!((v - (-1.0f64).exp()).abs() < 1e-9, "{v}");
+        // Many small steps over τ decay by the same factor as one step:
+        // the decay follows time, not the number of samples.
+        let mut f = PeakEwma::new(secs(tau));
+        f.update(1.0, t0);
+        for k in 1..=100 {
+            f.update(0.0, t0 + secs(tau * k as f64 / 100.0));
+        }
+        let g = f.estimate().unwrap();
+        assert!((g - (-1.0f64).exp()).abs() < 1e-9, "{g}");
+        // Towards the sample, never below it.
+        let mut h = PeakEwma::new(secs(1.0));
+        h.update(0.5, t0);
+        let v = h.update(0.1, t0 + secs(30.0));
+        assert!((0.1..0.1 + 1e-9).contains(&v), "{v}");
+    }
+
+    #[test]
+    fn no_time_no_decay_and_bad_samples_ignored() {
+        let t0 = Instant::now() + secs(100.0);
+        let mut e = PeakEwma::new(secs(1.0));
+        e.update(0.3, t0);
+        // Same instant, or a clock that went back: Δt = 0, no change.
+        assert_eq!(e.update(0.1, t0), 0.3);
+        assert_eq!(e.update(0.1, t0 - secs(5.0)), 0.3);
+        assert_eq!(e.update(f64::NAN, t0 + secs(1.0)), 0.3);
+        assert_eq!(e.update(-1.0, t0 + secs(1.0)), 0.3);
+        // A zero τ follows every sample.
+        let mut z = PeakEwma::new(Duration::ZERO);
+        z.update(0.3, t0);
+        assert_eq!(z.update(0.1, t0 + secs(0.1)), 0.1);
+    }
+
+    #[test]
+    fn load_first_sample_then_smoothed_and_capped() {
+        let mut l = DampedLoad::new(0.5, 0.1);
+        assert_eq!(l.value(), None);
+        assert_eq!(l.update(0.2), 0.2);
+        // EWMA half-way would be 0.5; the step cap allows 0.1.
+        assert!((l.update(0.8) - 0.3).abs() < 1e-12);
+        // Close to the target the EWMA is smaller than the cap.
+        let mut m = DampedLoad::new(0.5, 0.1);
+        m.update(0.7);
+        assert!((m.update(0.8) - 0.75).abs() < 1e-12);
+        // Converges, in steps no larger than the cap.
+        let mut prev = l.value().unwrap();
+        for _ in 0..40 {
+            let v = l.update(0.8);
+            assert!((v - prev).abs() <= 0.1 + 1e-12);
+            prev = v;
+        }
+        assert!((prev - 0.8).abs() < 1e-3, "{prev}");
+        // Out-of-range figures clamp; non-finite ones are ignored.
+        let mut c = DampedLoad::new(1.0, 1.0);
+        assert_eq!(c.update(7.0), 1.0);
+        assert_eq!(c.update(-3.0), 0.0);
+        assert_eq!(c.update(f64::INFINITY), 0.0);
+        c.clear();
+        assert_eq!(c.value(), None);
+    }
+
+    #[test]
+    fn square_wave_does_not_oscillate_at_full_amplitude() {
+        // A backend flipping between idle and saturated at every check,
+        // the oscillation undamped weights feed.
+        let mut l = DampedLoad::new(0.5, 0.1);
+        l.update(0.5);
+        let mut seen = Vec::new();
+        for k in 0..200 {
+            seen.push(l.update(if k % 2 == 0 { 1.0 } else { 0.0 }));
+        }
+        let tail = &seen[20..];
+        let lo = tail.iter().cloned().fold(f64::MAX, f64::min);
+        let hi = tail.iter().cloned().fold(f64::MIN, f64::max);
+        // The input swings by 1; the output by at most one step each way.
+        assert!(hi - lo <= 0.1 + 1e-9, "swing {lo}..{hi}");
+        assert!((0.35..=0.65).contains(&lo) && (0.35..=0.65).contains(&hi));
+        // A slower wave (5 checks high, 5 low): at most 5 steps of 0.1 per
+        // half period, so half the input's swing.
+        let mut s = DampedLoad::new(0.5, 0.1);
+        s.update(0.5);
+        let seen: Vec<f64> = (0..200)
+            .map(|k| s.update(if (k / 5) % 2 == 0 { 1.0 } else { 0.0 }))
+            .collect();
+        let lo = seen[100..].iter().cloned().fold(f64::MAX, f64::min);
+        let hi = seen[100..].iter().cloned().fold(f64::MIN, f64::max);
+        assert!(hi - lo <= 0.5 + 1e-3, "swing {lo}..{hi}");
+        for w in seen.windows(2) {
+            assert!((w[1] - w[0]).abs() <= 0.1 + 1e-9);
+        }
+    }
+
+    #[test]
+    fn parse_load_figures() {
+        assert_eq!(parse_load(" 0.73 "), Ok(0.73));
+        assert_eq!(parse_load("2"), Ok(1.0));
+        assert_eq!(parse_load("-0.5"), Ok(0.0));
+        assert!(parse_load("banana").unwrap_err().contains("banana"));
+        assert!(parse_load("NaN").is_err());
+        assert!(parse_load("inf").is_err());
+        assert!(parse_load("").is_err());
+    }
+}
