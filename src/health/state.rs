@@ -104,7 +104,7 @@ const NO_SIGNAL: u32 = u32::MAX;
 
 /// The signals of one entry as published for lock-free reading: the
 /// round-trip estimate in µs and the damped load as f32 bits, each
-/// [`NO_SIGNAL`] while there is none. Written by the entry's checker.
+/// `NO_SIGNAL` while there is none. Written by the entry's checker.
 #[derive(Debug)]
 pub struct Signals {
     rtt_us: AtomicU32,

@@ -6,14 +6,16 @@
 //! one order per pool and family, shared by every worker: the smooth weighted
 //! round robin sequence of one period is computed off the query path (when
 //! the pool is built, and again whenever its effective weights change,
-//! [`Pool::reweigh`]) and published whole; a shared counter (one relaxed
+//! [`Pool::publish`]) and published whole; a shared counter (one relaxed
 //! `fetch_add` per rotate answer) indexes it, so clients see the same
 //! sequence whatever worker answers them.
 //!
 //! Effective weights: each member's configured weight times the factors
-//! that change at run time (today the operator's runtime weight), computed
-//! by [`Pool::reweigh`] and published as one relaxed atomic per member, in
-//! thousandths ([`WEIGHT_UNIT`]).
+//! that change at run time (slow start, latency, load, the operator's
+//! runtime weight), computed by `balance` and published with
+//! [`Pool::publish`] as one relaxed atomic per member (weight in
+//! thousandths, [`WEIGHT_UNIT`], and the filter's [`OUT`] bit), with the
+//! family's [`Gate`] (see [`policy`]).
 
 pub mod policy;
 pub mod select;
