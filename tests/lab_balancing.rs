@@ -1,0 +1,105 @@
+//! The resolver lab, balancing rules (issue #16): a geo name with
+//! `spillover` answered through Unbound and PowerDNS Recursor. Spillover
+//! splits answers at random inside one decision block, so resolvers that
+//! cache by the ECS scope must never hand a client an answer of another
+//! block: 0 wrong answers, for clients in the split block and outside it.
+//!
+//! Fixture: tests/data/lab/balancing.toml. Backends are TCP listeners on
+//! 127.0.0.2 (the only live member of the primary pool) run by this test.
+
+mod common;
+mod lab_common;
+
+use std::net::TcpListener;
+use std::time::Duration;
+
+use hickory_proto::rr::RecordType;
+
+use lab_common::{ask, fixture, render, Kind, Meridian, Resolver};
+
+const NAME: &str = "spill.example.test.";
+
+#[test]
+fn spillover_through_resolvers_gives_no_wrong_answer() {
+    // The live primary member's check target.
+    let l = TcpListener::bind("127.0.0.2:0").expect("bind 127.0.0.2");
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            drop(c);
+        }
+    });
+    let dir = common::TempDir::new("lab-balancing");
+    let text = std::fs::read_to_string(fixture("balancing.toml")).unwrap();
+    let config = dir.write(
+        "balancing.toml",
+        &render(
+            &text,
+            &[
+                ("ROOT", common::root().display().to_string()),
+                ("CHECK_PORT", port.to_string()),
+            ],
+        ),
+    );
+    let m = Meridian::start(&config);
+    // Wait until the two dead members are out (fall 2 × 200 ms + timeout).
+    let split = ["127.0.0.2".to_string(), "127.0.0.4".to_string()];
+    let t0 = std::time::Instant::now();
+    loop {
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..200 {
+            let a = ask(m.addr(), NAME, RecordType::A, Some("20.1.2.0/24"), false);
+            seen.extend(a.addrs);
+        }
+        if seen.iter().all(|a| split.contains(a)) && seen.len() == 2 {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "meridian never settled on the split: {seen:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Direct: both pools of the block answer, with the block's scope.
+    let mut backup = 0;
+    for _ in 0..400 {
+        let a = ask(m.addr(), NAME, RecordType::A, Some("20.1.2.0/24"), false);
+        assert_eq!(a.scope, Some(8));
+        assert!(split.contains(&a.addrs[0]), "{a:?}");
+        backup += usize::from(a.addrs[0] == split[1]);
+    }
+    // keep 1/3 × 1.4 = 0.467; backup 0.533 ± 5 sigma.
+    let share = backup as f64 / 400.0;
+    assert!((share - 0.533).abs() < 0.13, "backup share {share}");
+
+    for kind in [Kind::Unbound, Kind::Recursor] {
+        let r = Resolver::start(kind, m.addr(), &["example.test."]);
+        let mut wrong = Vec::new();
+        let mut answered = 0;
+        for round in 0..3 {
+            for i in 0..60u32 {
+                // Clients inside the split block and outside it, interleaved.
+                let (client, allowed): (String, &[&str]) = if i % 2 == 0 {
+                    (
+                        format!("20.{}.{}.0/24", i * 3 % 256, (i * 7 + round) % 256),
+                        &["127.0.0.2", "127.0.0.4"],
+                    )
+                } else {
+                    (
+                        format!("30.{}.{}.0/24", i * 5 % 256, (i * 11 + round) % 256),
+                        &["127.0.0.6"],
+                    )
+                };
+                let a = ask(r.addr, NAME, RecordType::A, Some(&client), true);
+                answered += 1;
+                if a.addrs.len() != 1 || !allowed.contains(&a.addrs[0].as_str()) {
+                    wrong.push(format!("{client}: {:?}", a.addrs));
+                }
+            }
+            // Past the TTL: the next round fills the caches again.
+            std::thread::sleep(Duration::from_millis(1100));
+        }
+        eprintln!("{}: {answered} answers, {} wrong", r.name(), wrong.len());
+        assert!(wrong.is_empty(), "{}: wrong answers: {wrong:?}", r.name());
+    }
+}
