@@ -216,9 +216,11 @@ async fn route(shared: &Admin, metrics: &prometheus::Exposition, req: &Request<I
         }
         "/reload" | "/stop" => method_not_allowed("POST"),
         "/metrics" if method == Method::GET => {
+            shared.weights.catch_up(&shared.server.engine.load());
             reply(StatusCode::OK, prometheus::CONTENT_TYPE, metrics.render())
         }
         "/status" if method == Method::GET => {
+            shared.weights.catch_up(&shared.server.engine.load());
             // The overrides before any entry lock (lock order: runner, entry).
             let ovr = shared.overrides.snapshot();
             let wts = shared.weights.snapshot();

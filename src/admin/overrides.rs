@@ -71,7 +71,7 @@ pub(crate) fn route(shared: &Admin, method: &Method, target: &str, query: &str) 
         Ok(entries) => {
             // Answers follow before the reply: the decisions are recomputed
             // now rather than by the refresher a moment later.
-            shared.weights.rebalance(&engine, |_| true);
+            shared.weights.catch_up(&engine);
             json(
                 StatusCode::OK,
                 &OverrideSet {

@@ -326,20 +326,21 @@ fn bind_error(what: &str, a: &SocketAddr, e: std::io::Error) -> String {
 /// Recompute the balancing decisions (`balance`) off the query path: every
 /// pool after a health state, override or signal changes (the table's
 /// generation moved), and each second the pools whose decisions move with
-/// time alone (slow start, latency). Changes that come in a burst are
-/// taken together (one refresh at most every 50 ms). The work runs on a
+/// time alone (slow start). Changes that come in a burst are taken
+/// together (one refresh at most every 20 ms). The work runs on a
 /// blocking thread: a large config takes milliseconds.
 async fn refresher(shared: Arc<ServerState>, weights: Arc<crate::engine::RuntimeWeights>) {
-    let mut seen = None;
+    let mut last = tokio::time::Instant::now();
     loop {
         // Only the health table is held while waiting: an engine a reload
         // replaced must be freed (and its memory returned) at once.
         let health = shared.engine.load().health.clone();
-        let all = {
+        let decided = shared.engine.load().decided.load(Ordering::Acquire);
+        let changed = {
             let notified = health.changed().notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if seen != Some(health.generation()) {
+            if decided != health.generation() {
                 true
             } else {
                 tokio::select! {
@@ -348,18 +349,22 @@ async fn refresher(shared: Arc<ServerState>, weights: Arc<crate::engine::Runtime
                 }
             }
         };
-        seen = Some(health.generation());
         drop(health);
+        if changed {
+            // A burst of changes is taken together.
+            tokio::time::sleep_until(last + Duration::from_millis(20)).await;
+        }
+        last = tokio::time::Instant::now();
         let (shared2, weights2) = (shared.clone(), weights.clone());
         let done = tokio::task::spawn_blocking(move || {
             let e = shared2.engine.load_full();
-            weights2.rebalance(&e, |p| all || crate::balance::timed(p));
+            weights2.catch_up(&e);
+            weights2.rebalance(&e, crate::balance::timed);
         })
         .await;
         if done.is_err() {
             tracing::error!("balancing refresh failed; retrying in a second");
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

@@ -258,6 +258,7 @@ pub(super) fn build(
         settings,
         api,
         refresh: std::sync::Mutex::new(()),
+        decided: std::sync::atomic::AtomicU64::new(u64::MAX),
     };
     // The first decisions (overrides and runtime weights, which the daemon
     // holds, are applied again before the engine serves).

@@ -124,6 +124,8 @@ pub struct Engine {
     pub api: crate::config::ApiSettings,
     /// Held while a refresh publishes decisions, so two never interleave.
     pub refresh: std::sync::Mutex<()>,
+    /// The health generation the last full refresh saw (`u64::MAX`: none).
+    pub decided: std::sync::atomic::AtomicU64,
 }
 
 impl Engine {

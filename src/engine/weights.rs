@@ -80,6 +80,19 @@ impl RuntimeWeights {
         publish()
     }
 
+    /// Bring `e`'s decisions up to date with its health table: recompute
+    /// every pool if a state, override or signal changed since the last
+    /// time (the table's generation moved). The refresher does this after
+    /// every change; `/status`, `/metrics` and the override API do it too,
+    /// so what they show and what answers use agree.
+    pub fn catch_up(&self, e: &Engine) {
+        let g = e.health.generation();
+        if e.decided.load(std::sync::atomic::Ordering::Acquire) != g {
+            self.rebalance(e, |_| true);
+            e.decided.store(g, std::sync::atomic::Ordering::Release);
+        }
+    }
+
     /// Recompute the decisions of the serving engine `e` (or of the pools
     /// `which` picks) with the weights in force; log panic transitions.
     pub fn rebalance(&self, e: &Engine, which: impl Fn(&crate::pool::Pool) -> bool) {
