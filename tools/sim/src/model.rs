@@ -48,10 +48,7 @@ impl TempDir {
         use std::sync::atomic::{AtomicU32, Ordering};
         static N: AtomicU32 = AtomicU32::new(0);
         let n = N.fetch_add(1, Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!(
-            "meridian-sim-{}-{tag}-{n}",
-            std::process::id()
-        ));
+        let p = std::env::temp_dir().join(format!("meridian-sim-{}-{tag}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&p);
         std::fs::create_dir_all(&p).expect("create a temporary folder");
         TempDir(p)
@@ -72,7 +69,12 @@ pub(crate) fn member_addr(i: usize) -> Ipv4Addr {
 /// Write a config with one pool of `members` members (checked by TCP on
 /// port 80, every 2 s, timeout 1 s, rise 2, fall 3) bound to [`QNAME`],
 /// with extra `[pool.web]` and `[name]` keys. Returns its path.
-pub(crate) fn write_config(dir: &Path, members: &[Ipv4Addr], pool_keys: &str, name_keys: &str) -> PathBuf {
+pub(crate) fn write_config(
+    dir: &Path,
+    members: &[Ipv4Addr],
+    pool_keys: &str,
+    name_keys: &str,
+) -> PathBuf {
     std::fs::write(
         dir.join("sim.test.zone"),
         "$ORIGIN sim.test.\n$TTL 3600\n\
@@ -146,7 +148,11 @@ pub(crate) fn parse(resp: &[u8]) -> Parsed {
                 };
             }
         }
-        if let Some(soa) = m.authorities.iter().find(|r| matches!(r.data, RData::SOA(_))) {
+        if let Some(soa) = m
+            .authorities
+            .iter()
+            .find(|r| matches!(r.data, RData::SOA(_)))
+        {
             return Parsed {
                 addr: None,
                 ttl: soa.ttl,
@@ -285,8 +291,8 @@ pub(crate) struct Row {
     pub(crate) t: u64,
     /// Each member's share of all requests.
     pub(crate) share: Vec<f64>,
-    /// Share of requests sent to a failed member, beyond a member's
-    /// capacity, or left without an address.
+    /// Share of requests sent to a failed member or to an overloaded one
+    /// (at or above its capacity), or left without an address.
     pub(crate) bad: f64,
     /// Mean latency of the requests served, ms.
     pub(crate) latency_ms: f64,
@@ -306,8 +312,9 @@ pub(crate) struct World {
     pub(crate) engine: Engine,
     /// Every backend, in member order.
     pub(crate) backends: Vec<Backend>,
-    /// Checks fail whatever the backends do (a broken health endpoint).
-    pub(crate) checks_broken: bool,
+    /// Per member: its checks fail whatever its backend does (a broken
+    /// health endpoint).
+    pub(crate) checks_broken: Vec<bool>,
     resolvers: Vec<Resolver>,
     checks: Vec<Check>,
     addrs: Vec<Ipv4Addr>,
@@ -398,6 +405,7 @@ impl World {
             selector: Selector::with_rng(fastrand::Rng::with_seed(s.seed ^ 0x5eed)),
             ..Scratch::default()
         };
+        let n = s.backends.len();
         let mut backends = s.backends;
         for &i in &s.down {
             backends[i].broken = true;
@@ -410,7 +418,7 @@ impl World {
         let mut w = World {
             engine,
             backends,
-            checks_broken: false,
+            checks_broken: vec![false; n],
             resolvers,
             checks,
             addrs,
@@ -444,8 +452,11 @@ impl World {
     /// The engine's decision, with the input model's latency estimates:
     /// the same call the daemon's refresher makes, at simulated time.
     fn rebalance(&self) {
-        let est: Vec<(u32, Option<f64>)> =
-            self.checks.iter().map(|c| (c.health, c.rtt_est_s)).collect();
+        let est: Vec<(u32, Option<f64>)> = self
+            .checks
+            .iter()
+            .map(|c| (c.health, c.rtt_est_s))
+            .collect();
         let rtt = |h: u32| est.iter().find(|e| e.0 == h).and_then(|e| e.1);
         self.engine.rebalance_with(
             &WeightMap::default(),
@@ -466,7 +477,13 @@ impl World {
         let res = &mut self.resolvers[r];
         let n = self
             .engine
-            .answer(&res.query, t, &mut self.scratch, &mut self.buf, &mut self.outcome)
+            .answer(
+                &res.query,
+                t,
+                &mut self.scratch,
+                &mut self.buf,
+                &mut self.outcome,
+            )
             .expect("meridian answers");
         self.queries += 1;
         let p = parse(&self.buf[..n]);
@@ -499,10 +516,14 @@ impl World {
                 let b = &self.backends[i];
                 let lat = b.latency_ms(now);
                 let c = &mut self.checks[i];
-                let pass = !self.checks_broken && !b.broken && lat < c.timeout_ms;
+                let pass = !self.checks_broken[i] && !b.broken && lat < c.timeout_ms;
                 // A failed deploy fails fast (and looks fast); an
                 // overloaded one answers at its latency or times out.
-                let rtt = if b.broken { b.base_ms } else { lat.min(c.timeout_ms) };
+                let rtt = if b.broken {
+                    b.base_ms
+                } else {
+                    lat.min(c.timeout_ms)
+                };
                 c.sample(rtt / 1000.0, at);
                 c.next_ms += c.interval_ms;
                 let h = c.health;
@@ -545,14 +566,15 @@ impl World {
                 continue;
             }
             let cap = b.capacity_at(now);
-            let ok = l.min(cap);
-            bad += l - ok;
             let u = l / cap.max(1e-9);
-            let lat = if u >= 1.0 {
-                SATURATED_MS
-            } else {
-                (b.base_ms / (1.0 - u)).min(SATURATED_MS)
-            };
+            if u >= 1.0 {
+                // Overloaded: its queue grows, so every request sent to it
+                // waits behind it; count them all.
+                bad += l;
+                continue;
+            }
+            let ok = l;
+            let lat = (b.base_ms / (1.0 - u)).min(SATURATED_MS);
             lat_sum += ok * lat;
             served += ok;
             if lat > SLOW_MS {

@@ -135,7 +135,7 @@ fn svg(r: &Report) -> String {
         .flat_map(|x| x.share.iter().copied())
         .fold(0.0, f64::max);
     // Round the share axis up to a tidy step.
-    let share_top = [0.1, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0]
+    let share_top = [0.2, 0.4, 0.6, 0.8, 1.0]
         .into_iter()
         .find(|&v| v >= share_max)
         .unwrap_or(1.0);
@@ -257,5 +257,7 @@ fn svg(r: &Report) -> String {
 }
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
