@@ -35,6 +35,10 @@ pub(crate) struct Report {
 
 /// Print the table and write the three files into `dir`.
 pub(crate) fn write(r: &Report, dir: &Path) -> std::io::Result<()> {
+    // The CSVs are written without quoting.
+    for run in &r.runs {
+        assert!(!run.variant.contains(','), "a comma in {:?}", run.variant);
+    }
     std::fs::create_dir_all(dir)?;
     print!("{}", table(r));
     std::fs::write(dir.join(format!("{}.csv", r.name)), csv(r))?;

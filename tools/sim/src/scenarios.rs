@@ -167,7 +167,7 @@ pub(crate) fn slow_member(o: Opts) -> Report {
         ("latency_aware off", ""),
         ("latency_aware = true", "latency_aware = true"),
         (
-            "latency_aware, latency_floor = 0.5",
+            "latency_aware + latency_floor = 0.5",
             "latency_aware = true\nlatency_floor = 0.5",
         ),
     ];
