@@ -203,7 +203,7 @@ pub(crate) fn slow_member(o: Opts) -> Report {
 }
 
 /// m10 is down from the start and returns at 60 s with cold caches (its
-/// capacity starts at 25 % and warms to full over 90 s), at 70 % load:
+/// capacity starts at 25 % and warms to full over 90 s), at 60 % load:
 /// without and with `slow_start = "60s"`.
 pub(crate) fn returning_member(o: Opts) -> Report {
     let variants = [
@@ -213,7 +213,7 @@ pub(crate) fn returning_member(o: Opts) -> Report {
     let runs = variants
         .iter()
         .map(|(v, keys)| {
-            let mut s = setup(o, 700.0, keys, "");
+            let mut s = setup(o, 600.0, keys, "");
             s.down = vec![9];
             let rows = run("returning-member", s, 240, |t, w| {
                 if t == 60 {
@@ -248,7 +248,7 @@ pub(crate) fn returning_member(o: Opts) -> Report {
         .collect();
     Report {
         name: "returning-member",
-        title: "a member returns with cold caches (70 % load)".into(),
+        title: "a member returns with cold caches (60 % load)".into(),
         runs,
         events: vec![(60, "m10 returns")],
         highlight: vec![9],
