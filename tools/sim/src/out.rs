@@ -120,7 +120,7 @@ const COLORS: [&str; 10] = [
 /// the share of requests sent to failed or overloaded members (right).
 fn svg(r: &Report) -> String {
     let (cw, ch) = (400.0, 170.0);
-    let (ml, mt, gap) = (48.0, 30.0, 70.0);
+    let (ml, mt, gap) = (48.0, 44.0, 70.0);
     let ph = ch + mt + 40.0;
     let width = ml + cw + gap + cw + 20.0;
     let height = 40.0 + ph * r.runs.len() as f64 + 30.0;
@@ -161,7 +161,7 @@ fn svg(r: &Report) -> String {
         let _ = writeln!(
             s,
             r#"<text x="{x_left}" y="{}" font-size="12" font-weight="bold">{}</text>"#,
-            y0 - 10.0,
+            y0 - 24.0,
             esc(&run.variant)
         );
         for (x0, top, label) in [
@@ -176,7 +176,7 @@ fn svg(r: &Report) -> String {
                 s,
                 r##"<text x="{}" y="{}" fill="#444">{label}</text>"##,
                 x0 + cw - 6.0 * label.len() as f64,
-                y0 - 10.0
+                y0 - 6.0
             );
             for j in 0..=4 {
                 let v = top * j as f64 / 4.0;
