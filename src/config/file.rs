@@ -316,6 +316,14 @@ pub struct NameCfg {
     /// fail open), `empty` (NODATA) or `servfail`.
     #[serde(default)]
     pub when_all_down: Option<Spanned<String>>,
+    /// `sticky`: `one` and `some` only: the same client block gets the same
+    /// members (weighted rendezvous hashing). Default false.
+    #[serde(default)]
+    pub sticky: Option<Spanned<bool>>,
+    /// `sticky_prefix`: `[IPv4, IPv6]` prefix lengths of a client block,
+    /// 1..=32 and 1..=128 (default `[24, 56]`); only with `sticky = true`.
+    #[serde(default)]
+    pub sticky_prefix: Option<Spanned<Vec<Spanned<i64>>>>,
 }
 
 fn default_mode() -> Spanned<String> {
