@@ -5,8 +5,9 @@
 //! (modulo hashing would move about 90 %), each to another member, and
 //! clearing the override gives every block its member back. Shares follow
 //! the weights (binomial tolerance, 4.5 sigma); the reply's ECS scope is the
-//! client block (/24, /56, or SOURCE when shorter), or the geo block when
-//! that is longer; with no usable ECS the answer adds no scope. Loopback
+//! client block (/24, /56, the configured `sticky_prefix`; also when SOURCE
+//! is shorter), or the geo block when that is longer; with no usable ECS
+//! the answer adds no scope. Loopback
 //! only; the members are documentation addresses never contacted, and the
 //! ECS addresses are public ones, never contacted either.
 
@@ -164,8 +165,13 @@ fn scope_is_the_longer_of_the_sticky_and_geo_blocks() {
     let ten = "ten.health.test.";
     // A plain pool: the sticky block is the scope.
     assert_eq!(ask(&mut c, ten, Some("20.0.9.1/32")), Some(24));
-    // SOURCE shorter than the sticky prefix: only the known bits count.
-    assert_eq!(ask(&mut c, ten, Some("20.0.16.0/20")), Some(20));
+    // SOURCE shorter than the sticky prefix: only the known bits count, and
+    // the answer is the first /24's, with scope /24 (a hint; resolvers
+    // cache it at /20), so the blocks handed out never overlap.
+    assert_eq!(ask(&mut c, ten, Some("20.0.16.0/20")), Some(24));
+    let wide = c.ask_q(&Q::new(ten, RecordType::A).ecs("20.0.16.0/20"));
+    let first = c.ask_q(&Q::new(ten, RecordType::A).ecs("20.0.16.0/24"));
+    assert_eq!(wide.addrs, first.addrs);
     // IPv6 ECS on an A query: the /56 block.
     assert_eq!(ask(&mut c, ten, Some("2a01:4f8:1:2::/64")), Some(56));
     // SOURCE 0, or a private ECS address: decided on the resolver, the ECS

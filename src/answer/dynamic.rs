@@ -10,11 +10,11 @@
 //! drained ones, NODATA with the degraded TTL, or SERVFAIL.
 //!
 //! Sticky names (`one`/`some` with `sticky = true`) pick by the client's
-//! block ([`sticky_block`]): the ECS address masked to the shorter of the
-//! sticky prefix and SOURCE, or else the resolver's address. An answer
-//! decided on an ECS block holds only inside it, so its scope is the longer
-//! of that block and the geo decision's (RFC 7871 §7.2.1: SCOPE covers
-//! every address that gets this answer, and no more).
+//! block ([`sticky_block`]): the block of the sticky prefix holding the ECS
+//! address, or else the resolver's address. An answer decided on an ECS
+//! block holds only inside it, so its scope is the longer of that block and
+//! the geo decision's (RFC 7871 §7.2.1: SCOPE covers every address that
+//! gets this answer, and the blocks handed out never overlap).
 //!
 //! Invariants: allocates nothing (members are picked into a fixed array and
 //! copied from their pre-rendered records); writes only through the
@@ -181,9 +181,14 @@ pub fn geo_client(ecs: Option<ClientSubnet>, src: IpAddr) -> (IpAddr, Option<u8>
 /// A sticky name's client block: its hash, and the scope it forces (the
 /// block's length when it came from ECS, else 0).
 ///
-/// - ECS with SOURCE > 0 and a globally routable address: that address,
-///   masked to the shorter of the sticky prefix and SOURCE (only known bits
-///   are hashed), and that length is the scope.
+/// - ECS with SOURCE > 0 and a globally routable address: the block of
+///   the sticky prefix holding that address, and that length is the scope.
+///   With a SOURCE shorter than the prefix only the known bits are hashed
+///   (the rest are zero, as on the wire): the answer is that of the first
+///   block of the subnet, and the scope, longer than SOURCE, is a hint
+///   (resolvers cache it at SOURCE, RFC 7871 §7.3.1). So the blocks meridian
+///   hands out stay one partition whatever SOURCE resolvers send: they never
+///   overlap (§7.2.1).
 /// - Otherwise (no ECS, SOURCE 0, special-purpose ECS address): the
 ///   resolver's address masked to the sticky prefix; the answer then does
 ///   not depend on the ECS address, so it adds no scope (§7.1.2, §10).
@@ -193,12 +198,13 @@ pub fn geo_client(ecs: Option<ClientSubnet>, src: IpAddr) -> (IpAddr, Option<u8>
 pub fn sticky_block(ecs: Option<ClientSubnet>, src: IpAddr, st: Sticky) -> (u64, u8) {
     match ecs {
         Some(c) if c.source() > 0 && special_block(c.addr()).is_none() => {
-            let len = st.prefix_for(c.addr()).min(c.source());
-            (block_key(c.addr(), len), len)
+            let len = st.prefix_for(c.addr());
+            (block_key(c.addr(), len, c.source()), len)
         }
         _ => {
             let src = src.to_canonical();
-            (block_key(src, st.prefix_for(src)), 0)
+            let len = st.prefix_for(src);
+            (block_key(src, len, len), 0)
         }
     }
 }

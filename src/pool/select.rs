@@ -503,7 +503,7 @@ mod tests {
 
     fn block(i: u32) -> u64 {
         let a = IpAddr::from((0x0A00_0000u32.wrapping_add(i << 8)).to_be_bytes());
-        super::super::sticky::block_key(a, 24)
+        super::super::sticky::block_key(a, 24, 32)
     }
 
     /// Which member each of `blocks` gets from sticky `one`.

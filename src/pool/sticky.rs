@@ -59,19 +59,23 @@ const K4: u64 = 0x243F_6A88_85A3_08D3;
 const K6: u64 = 0x1319_8A2E_0370_7344;
 const KM: u64 = 0xA409_3822_299F_31D0;
 
-/// The hash of the block `addr`/`len` (bits past `len` are cleared here, so
-/// only known bits count; `len` is clamped to the family's width).
+/// The hash of the block `addr`/`len`, of which only the first `known`
+/// bits are known (an ECS SOURCE shorter than the block): bits past the
+/// shorter of the two are cleared, so unknown bits never count. Lengths
+/// are clamped to the family's width.
 #[inline]
-pub fn block_key(addr: IpAddr, len: u8) -> u64 {
+pub fn block_key(addr: IpAddr, len: u8, known: u8) -> u64 {
     match addr {
         IpAddr::V4(a) => {
             let len = len.min(32);
-            let bits = u32::from(a) & u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
+            let keep = u32::from(len.min(known));
+            let bits = u32::from(a) & u32::MAX.checked_shl(32 - keep).unwrap_or(0);
             mix(K4 ^ u64::from(bits) ^ (u64::from(len) << 32))
         }
         IpAddr::V6(a) => {
             let len = len.min(128);
-            let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
+            let keep = u32::from(len.min(known));
+            let mask = u128::MAX.checked_shl(128 - keep).unwrap_or(0);
             let bits = u128::from(a) & mask;
             let k = mix(K6 ^ (bits >> 64) as u64);
             mix(mix(k ^ bits as u64) ^ u64::from(len))
@@ -82,8 +86,8 @@ pub fn block_key(addr: IpAddr, len: u8) -> u64 {
 /// A member's own hash, computed once when the member is built.
 pub(crate) fn member_key(addr: IpAddr) -> u64 {
     let b = match addr {
-        IpAddr::V4(a) => block_key(IpAddr::V4(a), 32),
-        IpAddr::V6(a) => block_key(IpAddr::V6(a), 128),
+        IpAddr::V4(a) => block_key(IpAddr::V4(a), 32, 32),
+        IpAddr::V6(a) => block_key(IpAddr::V6(a), 128, 128),
     };
     mix(b ^ KM)
 }
@@ -169,17 +173,20 @@ mod tests {
     fn blocks_mask_unknown_bits() {
         let a: IpAddr = "198.51.100.77".parse().unwrap();
         let b: IpAddr = "198.51.100.0".parse().unwrap();
-        assert_eq!(block_key(a, 24), block_key(b, 24));
-        assert_ne!(block_key(a, 24), block_key(b, 32));
-        assert_ne!(block_key(a, 24), block_key(a, 20));
+        assert_eq!(block_key(a, 24, 32), block_key(b, 24, 32));
+        assert_ne!(block_key(a, 24, 32), block_key(b, 32, 32));
+        assert_ne!(block_key(a, 24, 32), block_key(a, 20, 32));
+        // A /20 source: the block is still a /24, its unknown bits zero.
+        let c: IpAddr = "198.51.96.0".parse().unwrap();
+        assert_eq!(block_key(a, 24, 20), block_key(c, 24, 32));
         let a: IpAddr = "2001:db8:1:2ff::1".parse().unwrap();
         let b: IpAddr = "2001:db8:1:200::".parse().unwrap();
-        assert_eq!(block_key(a, 56), block_key(b, 56));
-        assert_ne!(block_key(a, 64), block_key(b, 64));
+        assert_eq!(block_key(a, 56, 128), block_key(b, 56, 128));
+        assert_ne!(block_key(a, 64, 128), block_key(b, 64, 128));
         // Families never collide on the same bits.
         let v4: IpAddr = "0.0.0.0".parse().unwrap();
         let v6: IpAddr = "::".parse().unwrap();
-        assert_ne!(block_key(v4, 24), block_key(v6, 24));
+        assert_ne!(block_key(v4, 24, 32), block_key(v6, 24, 128));
     }
 
     #[test]
@@ -190,7 +197,11 @@ mod tests {
         let n = 20_000u32;
         let mut ones = [0u32; 64];
         for b in 0..n {
-            let k = block_key(IpAddr::from((0x0A00_0000u32 + (b << 8)).to_be_bytes()), 24);
+            let k = block_key(
+                IpAddr::from((0x0A00_0000u32 + (b << 8)).to_be_bytes()),
+                24,
+                32,
+            );
             let h = pair(k, m);
             for (i, o) in ones.iter_mut().enumerate() {
                 *o += (h >> i) as u32 & 1;
