@@ -181,6 +181,21 @@ fn scope_is_the_longer_of_the_sticky_and_geo_blocks() {
     // No ECS: none echoed.
     assert_eq!(ask(&mut c, ten, None), None);
 
+    // `meridian lookup` explains the same answer and scope.
+    let a = c.ask_q(&Q::new(ten, RecordType::A).ecs("20.0.9.0/24"));
+    let (code, out, err) = common::run(&[
+        "lookup",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--name",
+        "ten.health.test",
+        "--client",
+        "20.0.9.0/24",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&format!("IN A {}", a.addrs[0])), "{out}");
+    assert!(out.contains("scope:    /24 (20.0.9.0/24, the sticky client block"), "{out}");
+
     // Geo: inside 20.0.0.0/25 the decision block (/25) is longer.
     let geo = "geo.health.test.";
     assert_eq!(ask(&mut c, geo, Some("20.0.0.5/32")), Some(25));

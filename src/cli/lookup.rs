@@ -109,7 +109,11 @@ pub fn lookup(config: &Path, name: &str, qtype: &str, client: &str) -> Result<St
                 e.pools[*p].name
             );
             s += &format!("client:   {client_text}\n");
-            s += "location: not used (a plain pool answers every client alike)\n";
+            s += if binding.sticky.is_some() {
+                "location: not used (a sticky pool picks by the client's block, not its location)\n"
+            } else {
+                "location: not used (a plain pool answers every client alike)\n"
+            };
             s += "rule:     none\n";
             why_scope = "the answer does not depend on the client".into();
         }
