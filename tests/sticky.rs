@@ -194,7 +194,10 @@ fn scope_is_the_longer_of_the_sticky_and_geo_blocks() {
     ]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains(&format!("IN A {}", a.addrs[0])), "{out}");
-    assert!(out.contains("scope:    /24 (20.0.9.0/24, the sticky client block"), "{out}");
+    assert!(
+        out.contains("scope:    /24 (20.0.9.0/24, the sticky client block"),
+        "{out}"
+    );
 
     // Geo: inside 20.0.0.0/25 the decision block (/25) is longer.
     let geo = "geo.health.test.";

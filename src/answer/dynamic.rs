@@ -22,6 +22,7 @@
 //! the answer keeps the longest scope of the decisions in it.
 
 use std::net::IpAddr;
+use std::num::NonZeroU64;
 
 use super::lookup::{Ctx, LookupRc};
 use super::Owner;
@@ -195,7 +196,7 @@ pub fn geo_client(ecs: Option<ClientSubnet>, src: IpAddr) -> (IpAddr, Option<u8>
 ///
 /// Shared with `meridian lookup`. No allocation.
 #[inline]
-pub fn sticky_block(ecs: Option<ClientSubnet>, src: IpAddr, st: Sticky) -> (u64, u8) {
+pub fn sticky_block(ecs: Option<ClientSubnet>, src: IpAddr, st: Sticky) -> (NonZeroU64, u8) {
     match ecs {
         Some(c) if c.source() > 0 && special_block(c.addr()).is_none() => {
             let len = st.prefix_for(c.addr());

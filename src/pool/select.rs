@@ -14,6 +14,8 @@
 //! order in force (lock-free, [`Rotation::with_order`]) and does one relaxed
 //! atomic add on its shared counter.
 
+use std::num::NonZeroU64;
+
 use super::sticky::{exponential, pair, rank};
 use super::{Member, Mode, Rotation, MAX_MEMBERS, MAX_SOME};
 
@@ -54,7 +56,7 @@ pub fn select(
     rotation: &Rotation,
     mode: Mode,
     up: &impl Fn(&Member) -> bool,
-    sticky: Option<u64>,
+    sticky: Option<NonZeroU64>,
     out: &mut [u16; MAX_MEMBERS],
 ) -> usize {
     let mut cand = [0u16; MAX_MEMBERS];
@@ -69,8 +71,8 @@ pub fn select(
         return 0;
     }
     let rng = &mut s.rng;
-    match (mode, sticky) {
-        (Mode::All, _) if rotation.even() => {
+    match mode {
+        Mode::All if rotation.even() => {
             out[..n].copy_from_slice(&cand[..n]);
             for i in (1..n).rev() {
                 let j = rng.usize(..=i);
@@ -78,14 +80,20 @@ pub fn select(
             }
             n
         }
-        (Mode::All, _) => weighted_shuffle(members, &cand[..n], rng, out),
-        (Mode::One, Some(block)) => rendezvous(members, &cand[..n], block, 1, out),
-        (Mode::Some(k), Some(block)) => rendezvous(members, &cand[..n], block, k as usize, out),
-        (Mode::One, None) => {
-            out[0] = cand[weighted_pick(members, &cand[..n], rng)];
-            1
+        Mode::All => weighted_shuffle(members, &cand[..n], rng, out),
+        // Sticky names are `one` and `some` only (config checks it).
+        Mode::One => match sticky {
+            Some(block) => rendezvous(members, &cand[..n], block.get(), 1, out),
+            None => {
+                out[0] = cand[weighted_pick(members, &cand[..n], rng)];
+                1
+            }
+        },
+        Mode::Some(k) if sticky.is_some() => {
+            let block = sticky.map_or(0, NonZeroU64::get);
+            rendezvous(members, &cand[..n], block, k as usize, out)
         }
-        (Mode::Some(k), None) => {
+        Mode::Some(k) => {
             let k = (k as usize).min(n);
             let mut pool = cand;
             let mut left = n;
@@ -101,7 +109,7 @@ pub fn select(
             }
             k
         }
-        (Mode::Rotate, _) => {
+        Mode::Rotate => {
             let lead = rotate_lead(rotation, &cand[..n], members.len());
             for i in 0..n {
                 out[i] = cand[(lead + i) % n];
@@ -176,6 +184,7 @@ fn weighted_shuffle(
 /// ranks for `block`, lowest first: each member's rank depends only on the
 /// block, its own address and its weight, so a member leaving or coming
 /// back moves only the blocks it wins.
+#[inline(never)]
 fn rendezvous(
     members: &[Member],
     cand: &[u16],
@@ -501,7 +510,7 @@ mod tests {
         );
     }
 
-    fn block(i: u32) -> u64 {
+    fn block(i: u32) -> NonZeroU64 {
         let a = IpAddr::from((0x0A00_0000u32.wrapping_add(i << 8)).to_be_bytes());
         super::super::sticky::block_key(a, 24, 32)
     }
@@ -558,7 +567,9 @@ mod tests {
         // Its return gives back exactly its blocks.
         assert_eq!(sticky_ones(&m, &|_| true, n), before);
         // Modulo hashing, for contrast: about 90 % move from 10 to 9.
-        let modulo = (0..n).filter(|&b| block(b) % 10 != block(b) % 9).count();
+        let modulo = (0..n)
+            .filter(|&b| block(b).get() % 10 != block(b).get() % 9)
+            .count();
         assert!(modulo as f64 > 0.85 * f64::from(n), "{modulo}");
     }
 

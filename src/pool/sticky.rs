@@ -14,6 +14,7 @@
 //! the NS set that has the same pool. Nothing here allocates or locks.
 
 use std::net::IpAddr;
+use std::num::NonZeroU64;
 
 /// A sticky name's client block: the prefix lengths hashed for an IPv4 and
 /// an IPv6 client address (`sticky_prefix`, default /24 and /56).
@@ -62,9 +63,15 @@ const KM: u64 = 0xA409_3822_299F_31D0;
 /// The hash of the block `addr`/`len`, of which only the first `known`
 /// bits are known (an ECS SOURCE shorter than the block): bits past the
 /// shorter of the two are cleared, so unknown bits never count. Lengths
-/// are clamped to the family's width.
+/// are clamped to the family's width. Never 0, so that an optional key
+/// fits one register (a hash of 0 counts as 1: one block in 2^64 shares).
 #[inline]
-pub fn block_key(addr: IpAddr, len: u8, known: u8) -> u64 {
+pub fn block_key(addr: IpAddr, len: u8, known: u8) -> NonZeroU64 {
+    NonZeroU64::new(hash_block(addr, len, known)).unwrap_or(NonZeroU64::MIN)
+}
+
+#[inline]
+fn hash_block(addr: IpAddr, len: u8, known: u8) -> u64 {
     match addr {
         IpAddr::V4(a) => {
             let len = len.min(32);
@@ -86,8 +93,8 @@ pub fn block_key(addr: IpAddr, len: u8, known: u8) -> u64 {
 /// A member's own hash, computed once when the member is built.
 pub(crate) fn member_key(addr: IpAddr) -> u64 {
     let b = match addr {
-        IpAddr::V4(a) => block_key(IpAddr::V4(a), 32, 32),
-        IpAddr::V6(a) => block_key(IpAddr::V6(a), 128, 128),
+        IpAddr::V4(a) => hash_block(IpAddr::V4(a), 32, 32),
+        IpAddr::V6(a) => hash_block(IpAddr::V6(a), 128, 128),
     };
     mix(b ^ KM)
 }
@@ -202,7 +209,7 @@ mod tests {
                 24,
                 32,
             );
-            let h = pair(k, m);
+            let h = pair(k.get(), m);
             for (i, o) in ones.iter_mut().enumerate() {
                 *o += (h >> i) as u32 & 1;
             }
