@@ -1,6 +1,7 @@
 //! Regression guard for the answer function: one query's bytes in, the
 //! response's bytes out, on the bundled example config. Run with
 //! `cargo bench --bench answer`. Baseline numbers are in tools/bench/README.md.
+//! The rows of the weighted and sticky modes use `benches/modes.toml`.
 
 use std::net::IpAddr;
 
@@ -15,9 +16,14 @@ fn main() {
 }
 
 fn engine() -> Engine {
-    let cfg = concat!(env!("CARGO_MANIFEST_DIR"), "/zones/meridian.toml");
-    meridian::answer::load(std::path::Path::new(cfg), None).expect("example config loads")
+    engine_at(concat!(env!("CARGO_MANIFEST_DIR"), "/zones/meridian.toml"))
 }
+
+fn engine_at(cfg: &str) -> Engine {
+    meridian::answer::load(std::path::Path::new(cfg), None).expect("bench config loads")
+}
+
+const MODES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/modes.toml");
 
 fn query(name: &str, t: RecordType, ecs: Option<(IpAddr, u8)>) -> Vec<u8> {
     let mut m = Message::new(0x1234, MessageType::Query, OpCode::Query);
@@ -41,7 +47,10 @@ fn loopback() -> Transport {
 }
 
 fn run(bencher: divan::Bencher, queries: Vec<Vec<u8>>) {
-    let e = engine();
+    run_on(bencher, engine(), queries)
+}
+
+fn run_on(bencher: divan::Bencher, e: Engine, queries: Vec<Vec<u8>>) {
     let mut scratch = Scratch::default();
     let mut out = vec![0u8; 4096];
     let mut outcome = Outcome::default();
@@ -80,8 +89,30 @@ fn pool_rotate(b: divan::Bencher) {
     run(b, vec![query("rotate.example.test.", RecordType::A, None)]);
 }
 
-/// 4096 /24s spread over the IPv4 space (deterministic).
-fn geo_queries() -> Vec<Vec<u8>> {
+/// `all` over four members weighted 5/3/1/1: the weighted shuffle.
+#[divan::bench(sample_count = 200, sample_size = 1000)]
+fn pool_all_weighted(b: divan::Bencher) {
+    let q = query("allw.example.test.", RecordType::A, None);
+    run_on(b, engine_at(MODES), vec![q]);
+}
+
+/// `one` over 16 members of unequal weights: the row sticky compares with.
+/// Same ECS queries as `pool_sticky_16`, so only the pick differs.
+#[divan::bench(sample_count = 200, sample_size = 1000)]
+fn pool_one_16(b: divan::Bencher) {
+    run_on(b, engine_at(MODES), ecs_queries("one16.example.test."));
+}
+
+/// Sticky `one` over the same 16 members, with an ECS /24 that varies per
+/// query (4096 blocks, as `geo_ecs_many_subnets`): a block hash and 16
+/// rendezvous ranks per answer, plus the scope in the echo.
+#[divan::bench(sample_count = 200, sample_size = 1000)]
+fn pool_sticky_16(b: divan::Bencher) {
+    run_on(b, engine_at(MODES), ecs_queries("sticky16.example.test."));
+}
+
+/// 4096 ECS /24s spread over the IPv4 space (deterministic), for `name`.
+fn ecs_queries(name: &str) -> Vec<Vec<u8>> {
     let mut x: u32 = 0x9E37_79B9;
     (0..4096)
         .map(|_| {
@@ -89,9 +120,14 @@ fn geo_queries() -> Vec<Vec<u8>> {
             x ^= x >> 17;
             x ^= x << 5;
             let a = IpAddr::from((x & 0xFFFF_FF00).to_be_bytes());
-            query("geo.example.test.", RecordType::A, Some((a, 24)))
+            query(name, RecordType::A, Some((a, 24)))
         })
         .collect()
+}
+
+/// 4096 /24s spread over the IPv4 space (deterministic).
+fn geo_queries() -> Vec<Vec<u8>> {
+    ecs_queries("geo.example.test.")
 }
 
 #[divan::bench(sample_count = 200, sample_size = 1000)]

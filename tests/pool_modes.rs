@@ -1,5 +1,7 @@
 //! The four pool modes against the running server, measured over many
-//! queries: `one` by weight, `all` as a uniform shuffle of the whole set,
+//! queries: `one` by weight, `all` as a uniform shuffle of the whole set
+//! (a weighted one when weights differ: first by weight, then by weight
+//! among the rest),
 //! `rotate` as an exact (smooth weighted) round robin, `some` as weighted
 //! sampling without replacement.
 //!
@@ -304,6 +306,36 @@ fn some_with_count_above_the_pool_size_returns_every_member() {
         3_000,
         4.0,
     );
+}
+
+#[test]
+fn all_weighted_4_3_2_1_is_a_weighted_shuffle() {
+    let s = Server::start(&fixture("modes.toml"), &[]);
+    let mut c = Client::new(&s);
+    let set = ips(&["192.0.2.11", "192.0.2.12", "192.0.2.13", "192.0.2.14"]);
+    let w = [4.0, 3.0, 2.0, 1.0];
+    let n = 20_000;
+    let mut pairs: HashMap<(IpAddr, IpAddr), usize> = HashMap::new();
+    c.run("all-4321.pools.test.", RecordType::A, n, |a| {
+        check_pool_answer(a, RecordType::A, 30);
+        let mut sorted = a.addrs.clone();
+        sorted.sort();
+        assert_eq!(sorted, set, "every member exactly once: {:?}", a.addrs);
+        *pairs.entry((a.addrs[0], a.addrs[1])).or_default() += 1;
+    });
+    let sh = shares(&pairs, n);
+    let total: f64 = w.iter().sum();
+    for (i, a) in set.iter().enumerate() {
+        // The first address follows the weights: most clients use it.
+        let first: f64 = sh.iter().filter(|((f, _), _)| f == a).map(|(_, p)| p).sum();
+        assert_near(&format!("{a} first"), first, 100.0 * w[i] / total, 1.5);
+        // The second: by weight among those left.
+        for (j, b) in set.iter().enumerate().filter(|&(j, _)| j != i) {
+            let want = 100.0 * w[i] / total * w[j] / (total - w[i]);
+            let got = sh.get(&(*a, *b)).copied().unwrap_or(0.0);
+            assert_near(&format!("{a} then {b}"), got, want, 1.5);
+        }
+    }
 }
 
 #[test]

@@ -13,18 +13,27 @@
 //! TTL. With none up, `when_all_down` decides: every member but the
 //! drained ones, NODATA with the degraded TTL, or SERVFAIL.
 //!
+//! Sticky names (`one`/`some` with `sticky = true`) pick by the client's
+//! block ([`sticky_block`]): the block of the sticky prefix holding the ECS
+//! address, or else the resolver's address. An answer decided on an ECS
+//! block holds only inside it, so its scope is the longer of that block and
+//! the geo decision's (RFC 7871 §7.2.1: SCOPE covers every address that
+//! gets this answer, and the blocks handed out never overlap).
+//!
 //! Invariants: allocates nothing (members are picked into a fixed array and
 //! copied from their pre-rendered records); writes only through the
-//! `Writer`; a pool answer has scope 0, and the answer keeps the longest
-//! scope of the geo decisions in it.
+//! `Writer`; a pool answer has scope 0 (a sticky one: its ECS block), and
+//! the answer keeps the longest scope of the decisions in it.
 
 use std::net::IpAddr;
+use std::num::NonZeroU64;
 
 use super::lookup::{Ctx, LookupRc};
 use super::Owner;
 use crate::engine::{AllDown, Binding, Target};
 use crate::geo::special::special_block;
-use crate::pool::{select, MAX_MEMBERS, RR_TTL_AT, SHARE_ONE};
+use crate::pool::sticky::block_key;
+use crate::pool::{select, Sticky, MAX_MEMBERS, RR_TTL_AT, SHARE_ONE};
 use meridian_wire::ecs::{ClientSubnet, Scope};
 use meridian_wire::writer::Writer;
 
@@ -52,6 +61,14 @@ impl Ctx<'_, '_> {
                 };
                 (map.decision(d), Scope::new(scope))
             }
+        };
+        // A sticky name's block, and the scope it needs (0 unless from ECS).
+        let (block, scope) = match binding.sticky {
+            Some(st) => {
+                let (key, len) = sticky_block(self.ecs, self.src, st);
+                (Some(key), scope.max(Scope::new(len)))
+            }
+            None => (None, scope),
         };
         // Pools that have this family at all, in failover order; each
         // pool's filter decision is published (`balance`), one load each.
@@ -128,7 +145,8 @@ impl Ctx<'_, '_> {
             Some(p) => {
                 let members = e.pools[p].family(v6);
                 let rotation = e.pools[p].rotation(v6);
-                let n = select(self.sel, members, rotation, binding.mode, &up, &mut out);
+                let mode = binding.mode;
+                let n = select(self.sel, members, rotation, mode, &up, block, &mut out);
                 let ttl = if degraded {
                     binding.degraded_ttl
                 } else {
@@ -146,16 +164,11 @@ impl Ctx<'_, '_> {
                     // Regardless of health, but not members the operator
                     // drained (unless that leaves none).
                     let kept = |m: &crate::pool::Member| !e.health.is_drained(m.health);
-                    let mut n = select(self.sel, members, rotation, binding.mode, &kept, &mut out);
+                    let mode = binding.mode;
+                    let mut n = select(self.sel, members, rotation, mode, &kept, block, &mut out);
                     if n == 0 {
-                        n = select(
-                            self.sel,
-                            members,
-                            rotation,
-                            binding.mode,
-                            &|_| true,
-                            &mut out,
-                        );
+                        let all = |_: &crate::pool::Member| true;
+                        n = select(self.sel, members, rotation, mode, &all, block, &mut out);
                     }
                     (p, n, binding.degraded_ttl)
                 }
@@ -216,5 +229,36 @@ pub fn geo_client(ecs: Option<ClientSubnet>, src: IpAddr) -> (IpAddr, Option<u8>
             None => (c.addr(), None),
         },
         _ => (src, Some(0)),
+    }
+}
+
+/// A sticky name's client block: its hash, and the scope it forces (the
+/// block's length when it came from ECS, else 0).
+///
+/// - ECS with SOURCE > 0 and a globally routable address: the block of
+///   the sticky prefix holding that address, and that length is the scope.
+///   With a SOURCE shorter than the prefix only the known bits are hashed
+///   (the rest are zero, as on the wire): the answer is that of the first
+///   block of the subnet, and the scope, longer than SOURCE, is a hint
+///   (resolvers cache it at SOURCE, RFC 7871 §7.3.1). So the blocks meridian
+///   hands out stay one partition whatever SOURCE resolvers send: they never
+///   overlap (§7.2.1).
+/// - Otherwise (no ECS, SOURCE 0, special-purpose ECS address): the
+///   resolver's address masked to the sticky prefix; the answer then does
+///   not depend on the ECS address, so it adds no scope (§7.1.2, §10).
+///
+/// Shared with `meridian lookup`. No allocation.
+#[inline]
+pub fn sticky_block(ecs: Option<ClientSubnet>, src: IpAddr, st: Sticky) -> (NonZeroU64, u8) {
+    match ecs {
+        Some(c) if c.source() > 0 && special_block(c.addr()).is_none() => {
+            let len = st.prefix_for(c.addr());
+            (block_key(c.addr(), len, c.source()), len)
+        }
+        _ => {
+            let src = src.to_canonical();
+            let len = st.prefix_for(src);
+            (block_key(src, len, len), 0)
+        }
     }
 }

@@ -29,7 +29,7 @@ mod dynamic;
 mod lookup;
 
 pub use crate::metrics::Outcome;
-pub use dynamic::geo_client;
+pub use dynamic::{geo_client, sticky_block};
 
 /// Build the serving state from a config: what `serve`, a reload, the
 /// benchmark and the fuzz target run.

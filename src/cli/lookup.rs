@@ -7,7 +7,7 @@ use std::path::Path;
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::Name;
 
-use crate::answer::{geo_client, Outcome, Scratch, Transport};
+use crate::answer::{geo_client, sticky_block, Outcome, Scratch, Transport};
 use crate::engine::{Engine, Target};
 use crate::pool::Mode;
 use crate::zone::{name_text, wire_name};
@@ -92,7 +92,13 @@ pub fn lookup(config: &Path, name: &str, qtype: &str, client: &str) -> Result<St
     } else {
         String::new()
     };
-    let mode = binding.mode.to_string();
+    let mode = match binding.sticky {
+        Some(st) => format!(
+            "{} (sticky, blocks /{} and /{})",
+            binding.mode, st.v4, st.v6
+        ),
+        None => binding.mode.to_string(),
+    };
     let client_text = format!("{addr}/{len}");
     // Why the response has the scope it has.
     let mut why_scope = String::new();
@@ -103,7 +109,11 @@ pub fn lookup(config: &Path, name: &str, qtype: &str, client: &str) -> Result<St
                 e.pools[*p].name
             );
             s += &format!("client:   {client_text}\n");
-            s += "location: not used (a plain pool answers every client alike)\n";
+            s += if binding.sticky.is_some() {
+                "location: not used (a sticky pool picks by the client's block, not its location)\n"
+            } else {
+                "location: not used (a plain pool answers every client alike)\n"
+            };
             s += "rule:     none\n";
             why_scope = "the answer does not depend on the client".into();
         }
@@ -145,6 +155,17 @@ pub fn lookup(config: &Path, name: &str, qtype: &str, client: &str) -> Result<St
                     d.block,
                     names(&d.pools)
                 );
+            }
+        }
+    }
+    // A sticky answer decided on the ECS block holds only inside it.
+    if let Some(st) = binding.sticky {
+        let (_, blen) = sticky_block(Some(ecs), addr, st);
+        if blen > 0 && blen == scope {
+            let blk = ipnet::IpNet::new(ecs.addr(), blen).map(|n| n.trunc());
+            if let Ok(blk) = blk {
+                why_scope =
+                    format!("{blk}, the sticky client block: its members are chosen per block");
             }
         }
     }

@@ -343,6 +343,14 @@ pub struct NameCfg {
     /// clients and the rest spills to the next (default: hard failover).
     #[serde(default)]
     pub spillover: Option<Spanned<f64>>,
+    /// `sticky`: `one` and `some` only: the same client block gets the same
+    /// members (weighted rendezvous hashing). Default false.
+    #[serde(default)]
+    pub sticky: Option<Spanned<bool>>,
+    /// `sticky_prefix`: `[IPv4, IPv6]` prefix lengths of a client block,
+    /// 1..=32 and 1..=128 (default `[24, 56]`); only with `sticky = true`.
+    #[serde(default)]
+    pub sticky_prefix: Option<Spanned<Vec<Spanned<i64>>>>,
 }
 
 fn default_mode() -> Spanned<String> {

@@ -1,5 +1,6 @@
 //! `[name."NAME"]`: names answered from pools, checked into
-//! [`NameRules`]: the mode, TTLs, what to do when every pool is down, and
+//! [`NameRules`]: the mode (and whether `one`/`some` is sticky, with its
+//! client block prefixes), TTLs, what to do when every pool is down, and
 //! the pool or the geo rules (pool lists as indices into the pool list).
 
 use std::collections::HashMap;
@@ -10,7 +11,7 @@ use toml::Spanned;
 use super::{NameCfg, Source};
 use crate::error::LocatedError;
 use crate::geo::RuleSet;
-use crate::pool::{AllDown, Mode, Pool, MAX_SOME};
+use crate::pool::{AllDown, Mode, Pool, Sticky, MAX_SOME};
 use crate::zone::wire_name;
 
 /// A checked `[name."NAME"]` table.
@@ -18,6 +19,8 @@ use crate::zone::wire_name;
 pub struct NameRules {
     /// How members are picked.
     pub mode: Mode,
+    /// `sticky = true` (`one` and `some` only): the client block's prefixes.
+    pub sticky: Option<Sticky>,
     /// TTL of the answers, in seconds.
     pub ttl: u32,
     /// TTL while the answer is degraded (failover, members down), seconds.
@@ -93,6 +96,7 @@ pub fn rules(
     if let (Some(c), false) = (&n.count, matches!(mode, Mode::Some(_))) {
         return Err(src.err(c.span(), "count applies only to mode \"some\""));
     }
+    let sticky = sticky(src, n, mode)?;
     let ttl = ranged(src, &n.ttl, 30, 1, 86400, "ttl")?;
     let degraded_ttl = ranged(
         src,
@@ -281,12 +285,55 @@ pub fn rules(
     };
     Ok(NameRules {
         mode,
+        sticky,
         ttl,
         degraded_ttl,
         when_all_down,
         spillover,
         target,
     })
+}
+
+/// `sticky` and `sticky_prefix`: only on `one` and `some` (a sticky `all`
+/// or `rotate` would mean nothing), the prefix only with `sticky = true`.
+fn sticky(src: &Source, n: &NameCfg, mode: Mode) -> Result<Option<Sticky>, LocatedError> {
+    let on = n.sticky.as_ref().map(|s| (*s.get_ref(), s.span()));
+    if let Some((true, s)) = &on {
+        if !matches!(mode, Mode::One | Mode::Some(_)) {
+            return Err(src.err(
+                s.clone(),
+                format!("sticky applies only to modes \"one\" and \"some\", not \"{mode}\""),
+            ));
+        }
+    }
+    let on = matches!(on, Some((true, _)));
+    let Some(p) = &n.sticky_prefix else {
+        return Ok(on.then(Sticky::default));
+    };
+    if !on {
+        return Err(src.err(p.span(), "sticky_prefix applies only with sticky = true"));
+    }
+    let [v4, v6] = &p.get_ref()[..] else {
+        return Err(src.err(
+            p.span(),
+            "sticky_prefix must be [IPv4 length, IPv6 length], like [24, 56]",
+        ));
+    };
+    let len = |v: &Spanned<i64>, max: i64, fam: &str| {
+        let x = *v.get_ref();
+        if (1..=max).contains(&x) {
+            Ok(x as u8)
+        } else {
+            Err(src.err(
+                v.span(),
+                format!("sticky_prefix: the {fam} length must be 1..={max}, not {x}"),
+            ))
+        }
+    };
+    Ok(Some(Sticky {
+        v4: len(v4, 32, "IPv4")?,
+        v6: len(v6, 128, "IPv6")?,
+    }))
 }
 
 fn ranged(

@@ -153,6 +153,7 @@ pub(super) fn build(
         bindings.push(Binding {
             name: text,
             mode: r.mode,
+            sticky: r.sticky,
             ttl: r.ttl,
             degraded_ttl: r.degraded_ttl,
             when_all_down: r.when_all_down,

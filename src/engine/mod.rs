@@ -13,7 +13,7 @@ use crate::config::{ServerSettings, Source};
 use crate::error::LocatedError;
 use crate::geo::{GeoDb, GeoMap, GeoTable, Schema};
 use crate::health::{CheckSpec, HealthTable};
-use crate::pool::{Member, Mode, Pool};
+use crate::pool::{Member, Mode, Pool, Sticky};
 use crate::zone::{FileStamp, Zone};
 
 pub use crate::pool::AllDown;
@@ -37,6 +37,9 @@ pub struct Binding {
     pub name: String,
     /// How members are picked from the serving pool (`mode`).
     pub mode: Mode,
+    /// `sticky = true` (`one` and `some`): the client block's prefix
+    /// lengths; the same block gets the same members.
+    pub sticky: Option<Sticky>,
     /// TTL of the answer records in seconds (`ttl`, 1..=86400; default 30).
     pub ttl: u32,
     /// TTL in seconds while degraded: when a fallback pool serves, some

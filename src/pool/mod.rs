@@ -1,6 +1,8 @@
 //! Address pools and the answer modes that pick from them: the whole set
-//! shuffled (`all`), rotated by smooth weighted round robin (`rotate`), one
-//! weighted pick (`one`) or K weighted picks without replacement (`some`).
+//! in a weighted shuffle (`all`), rotated by smooth weighted round robin
+//! (`rotate`), one weighted pick (`one`) or K weighted picks without
+//! replacement (`some`); `one` and `some` may be sticky: the same client
+//! block gets the same members, by weighted rendezvous hashing ([`sticky`]).
 //!
 //! Randomness is per thread: each worker has its own generator. Rotation is
 //! one order per pool and family, shared by every worker: the smooth weighted
@@ -19,9 +21,11 @@
 
 pub mod policy;
 pub mod select;
+pub mod sticky;
 
 pub use policy::{Cap, Gate, GateCell, MemberReport, Policy, Report, Standing, SHARE_ONE};
 pub use select::{select, Selector};
+pub use sticky::Sticky;
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -49,7 +53,10 @@ pub const MAX_SOME: usize = 8;
 /// mode answers with the pre-rendered records of the members it picks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// Every member that is up, in a random order (`all`).
+    /// Every member that is up, in a weighted random order (`all`): each
+    /// position is drawn in proportion to weight among the members not yet
+    /// placed, so the first address follows the weights; equal weights give
+    /// a uniform shuffle.
     All,
     /// Every member that is up, led by the one a smooth weighted round robin
     /// picks next (so each member leads answers in proportion to its weight),
@@ -102,6 +109,8 @@ pub struct Member {
     pub since: AtomicU64,
     /// Index into the health table.
     pub health: u32,
+    /// The member's own hash, for sticky answers ([`sticky::pair`]).
+    key: u64,
     /// The answer record, pre-rendered: owner pointer to the question
     /// (0xC00C), type, class IN, TTL 0 (patched per answer), RDLENGTH, RDATA.
     rr: [u8; 28],
@@ -133,6 +142,7 @@ impl Member {
             eff: AtomicU64::new(u64::from(weight) * WEIGHT_UNIT),
             since: AtomicU64::new(0),
             health,
+            key: sticky::member_key(addr),
             rr,
             rr_len: 12 + len,
         }
@@ -167,6 +177,7 @@ impl Clone for Member {
             eff: AtomicU64::new(self.eff.load(Ordering::Relaxed)),
             since: AtomicU64::new(self.since.load(Ordering::Relaxed)),
             health: self.health,
+            key: self.key,
             rr: self.rr,
             rr_len: self.rr_len,
         }
@@ -210,11 +221,18 @@ pub const MAX_PERIOD: u64 = 1 << 16;
 /// kept inline; when effective weights differ from them, a period built
 /// from those is published whole (an `ArcSwap`) and a flag says to use it,
 /// so pools without runtime weights pay nothing for them.
+///
+/// It also says whether the family's effective weights are all equal, so
+/// that `all` keeps its plain uniform shuffle then (one flag load) and pays
+/// for the weighted one only when weights differ.
 #[derive(Debug, Default)]
 pub struct Rotation {
     configured: Box<[u16]>,
     effective: ArcSwapOption<Box<[u16]>>,
     reweighed: AtomicBool,
+    /// Every member's effective weight is the same (false is always safe:
+    /// the weighted shuffle of equal weights is uniform too).
+    even: AtomicBool,
     next: AtomicU64,
 }
 
@@ -224,6 +242,7 @@ impl Clone for Rotation {
             configured: self.configured.clone(),
             effective: ArcSwapOption::new(self.effective.load_full()),
             reweighed: AtomicBool::new(self.reweighed.load(Ordering::Relaxed)),
+            even: AtomicBool::new(self.even.load(Ordering::Relaxed)),
             next: AtomicU64::new(0),
         }
     }
@@ -234,15 +253,27 @@ impl Rotation {
     pub fn new(members: &[Member]) -> Rotation {
         let w: Vec<u64> = members.iter().map(|m| u64::from(m.weight)).collect();
         Rotation {
+            even: AtomicBool::new(w.windows(2).all(|p| p[0] == p[1])),
             configured: Self::period(w),
             ..Rotation::default()
         }
+    }
+
+    /// Are the family's effective weights all equal (as of the last
+    /// [`Pool::publish`])? One relaxed load.
+    #[inline]
+    pub fn even(&self) -> bool {
+        self.even.load(Ordering::Relaxed)
     }
 
     /// Recompute the order from `members`' effective weights and publish it
     /// (the counter goes on where it was); back to the configured order
     /// when they are the configured weights again.
     pub fn rebuild(&self, members: &[Member]) {
+        let even = members
+            .windows(2)
+            .all(|p| p[0].effective() == p[1].effective());
+        self.even.store(even, Ordering::Relaxed);
         let configured = members
             .iter()
             .all(|m| m.effective() == u64::from(m.weight) * WEIGHT_UNIT);

@@ -1,7 +1,10 @@
 //! Picking members for one answer, by mode (all, rotate, one, some): a
-//! shuffle (Fisher–Yates), smooth weighted round robin (nginx), a weighted
-//! pick, and weighted sampling without replacement. The caller passes its
-//! [`Selector`] in, and a predicate that says which members are usable.
+//! weighted shuffle (Efraimidis–Spirakis keys; Fisher–Yates when the
+//! weights are equal), smooth weighted round robin (nginx), a weighted
+//! pick, weighted sampling without replacement, and for sticky names the
+//! top one or K of weighted rendezvous hashing ([`super::sticky`]). The
+//! caller passes its [`Selector`] in, and a predicate that says which
+//! members are usable.
 //!
 //! Weights are the members' effective weights ([`Member::effective`], one
 //! relaxed load each). If every usable member has effective weight 0, they
@@ -11,7 +14,10 @@
 //! order in force (lock-free, [`Rotation::with_order`]) and does one relaxed
 //! atomic add on its shared counter.
 
-use super::{Member, Mode, Rotation, MAX_MEMBERS};
+use std::num::NonZeroU64;
+
+use super::sticky::{exponential, pair, rank};
+use super::{Member, Mode, Rotation, MAX_MEMBERS, MAX_SOME};
 
 /// The state one answering thread keeps for picking: its random generator.
 /// Each thread owns one, so picking takes no lock; tests seed one to get
@@ -46,13 +52,17 @@ impl Default for Selector {
 
 /// Pick members of `members` by `mode` into `out` (indices into `members`).
 /// `up` says which members may be used; `rotation` is the family's order
-/// (`Pool::rotation`), used by `rotate`.
+/// (`Pool::rotation`), used by `rotate` (and its even-weights flag by
+/// `all`). `sticky` is the hash of the client's block for a sticky `one` or
+/// `some` name ([`super::sticky::block_key`]): the same block and usable
+/// members give the same answer, in rank order.
 pub fn select(
     s: &mut Selector,
     members: &[Member],
     rotation: &Rotation,
     mode: Mode,
     up: &impl Fn(&Member) -> bool,
+    sticky: Option<NonZeroU64>,
     out: &mut [u16; MAX_MEMBERS],
 ) -> usize {
     let mut cand = [0u16; MAX_MEMBERS];
@@ -68,7 +78,7 @@ pub fn select(
     }
     let rng = &mut s.rng;
     match mode {
-        Mode::All => {
+        Mode::All if rotation.even() => {
             out[..n].copy_from_slice(&cand[..n]);
             for i in (1..n).rev() {
                 let j = rng.usize(..=i);
@@ -76,9 +86,18 @@ pub fn select(
             }
             n
         }
-        Mode::One => {
-            out[0] = cand[weighted_pick(members, &cand[..n], rng)];
-            1
+        Mode::All => weighted_shuffle(members, &cand[..n], rng, out),
+        // Sticky names are `one` and `some` only (config checks it).
+        Mode::One => match sticky {
+            Some(block) => rendezvous(members, &cand[..n], block.get(), 1, out),
+            None => {
+                out[0] = cand[weighted_pick(members, &cand[..n], rng)];
+                1
+            }
+        },
+        Mode::Some(k) if sticky.is_some() => {
+            let block = sticky.map_or(0, NonZeroU64::get);
+            rendezvous(members, &cand[..n], block, k as usize, out)
         }
         Mode::Some(k) => {
             let k = (k as usize).min(n);
@@ -139,6 +158,70 @@ fn rotate_in(rotation: &Rotation, order: &[u16], cand: &[u16], len: usize) -> us
     }
 }
 
+/// Every candidate, in the order of Efraimidis–Spirakis keys: each gets an
+/// exponential variate divided by its weight, and the keys sorted
+/// ascending. That is sequential weighted sampling without replacement, so
+/// the first address (and each later one among those left) follows the
+/// weights exactly; weight-0 members come last, in uniform order. O(n log
+/// n) with n <= [`MAX_MEMBERS`], on the stack.
+#[inline(never)]
+fn weighted_shuffle(
+    members: &[Member],
+    cand: &[u16],
+    rng: &mut fastrand::Rng,
+    out: &mut [u16; MAX_MEMBERS],
+) -> usize {
+    let mut keys = [0u64; MAX_MEMBERS];
+    for (i, (k, &c)) in keys.iter_mut().zip(cand).enumerate() {
+        let r = rank(exponential(rng.u64(..)), members[c as usize].effective());
+        // Positive floats order as their bits; the low 8 bits (far below
+        // any difference that matters) carry the candidate's index.
+        *k = (r.to_bits() & !0xFF) | i as u64;
+    }
+    let keys = &mut keys[..cand.len()];
+    keys.sort_unstable();
+    for (o, &k) in out.iter_mut().zip(keys.iter()) {
+        *o = cand[(k & 0xFF) as usize];
+    }
+    cand.len()
+}
+
+/// The `k` candidates (at most [`MAX_SOME`]) with the lowest rendezvous
+/// ranks for `block`, lowest first: each member's rank depends only on the
+/// block, its own address and its weight, so a member leaving or coming
+/// back moves only the blocks it wins.
+#[inline(never)]
+fn rendezvous(
+    members: &[Member],
+    cand: &[u16],
+    block: u64,
+    k: usize,
+    out: &mut [u16; MAX_MEMBERS],
+) -> usize {
+    let k = k.clamp(1, MAX_SOME).min(cand.len());
+    let mut best = [(f64::INFINITY, 0u16); MAX_SOME];
+    let mut have = 0;
+    for &c in cand {
+        let m = &members[c as usize];
+        let r = rank(exponential(pair(block, m.key)), m.effective());
+        if have == k && r >= best[k - 1].0 {
+            continue;
+        }
+        // Insert in order (k <= 8: a short shift).
+        let mut j = have.min(k - 1);
+        while j > 0 && best[j - 1].0 > r {
+            best[j] = best[j - 1];
+            j -= 1;
+        }
+        best[j] = (r, c);
+        have = (have + 1).min(k);
+    }
+    for (o, b) in out.iter_mut().zip(&best[..k]) {
+        *o = b.1;
+    }
+    k
+}
+
 /// Index into `cand` chosen with probability proportional to effective
 /// weight; uniformly if every candidate has weight 0.
 fn weighted_pick(members: &[Member], cand: &[u16], rng: &mut fastrand::Rng) -> usize {
@@ -179,7 +262,7 @@ mod tests {
         let mut sel = Selector::with_rng(fastrand::Rng::with_seed(7));
         let firsts: Vec<u16> = (0..14)
             .map(|_| {
-                select(&mut sel, &m, &rot, Mode::Rotate, &|_| true, &mut out);
+                select(&mut sel, &m, &rot, Mode::Rotate, &|_| true, None, &mut out);
                 out[0]
             })
             .collect();
@@ -204,6 +287,7 @@ mod tests {
                     &rot,
                     Mode::Rotate,
                     &|_| true,
+                    None,
                     &mut out,
                 );
                 out[0]
@@ -230,7 +314,10 @@ mod tests {
         let up = |x: &Member| x.health != 1;
         let firsts: Vec<u16> = (0..6)
             .map(|_| {
-                assert_eq!(select(&mut sel, &m, &rot, Mode::Rotate, &up, &mut out), 2);
+                assert_eq!(
+                    select(&mut sel, &m, &rot, Mode::Rotate, &up, None, &mut out),
+                    2
+                );
                 assert_ne!(out[1], 1);
                 out[0]
             })
@@ -284,7 +371,7 @@ mod tests {
         for mode in [Mode::One, Mode::Rotate] {
             for _ in 0..200 {
                 let rot = p.rotation(false);
-                select(&mut sel, &p.v4, rot, mode, &|_| true, &mut out);
+                select(&mut sel, &p.v4, rot, mode, &|_| true, None, &mut out);
                 assert_eq!(out[0], 1, "{mode}");
             }
         }
@@ -292,7 +379,10 @@ mod tests {
         let only0 = |m: &Member| m.health == 0;
         for mode in [Mode::One, Mode::Rotate, Mode::Some(2)] {
             let rot = p.rotation(false);
-            assert_eq!(select(&mut sel, &p.v4, rot, mode, &only0, &mut out), 1);
+            assert_eq!(
+                select(&mut sel, &p.v4, rot, mode, &only0, None, &mut out),
+                1
+            );
             assert_eq!(out[0], 0);
         }
         // Every member at 0: equal shares.
@@ -306,6 +396,7 @@ mod tests {
                 p.rotation(false),
                 Mode::One,
                 &|_| true,
+                None,
                 &mut out,
             );
             seen[out[0] as usize] += 1;
@@ -331,10 +422,233 @@ mod tests {
                 &Rotation::default(),
                 Mode::Some(2),
                 &|_| true,
+                None,
                 &mut out,
             );
             assert_eq!(n, 2);
             assert_ne!(out[0], out[1]);
+        }
+    }
+
+    /// Is `k` of `n` within 4.5 binomial sigmas of share `p`?
+    fn near(k: usize, n: usize, p: f64) -> bool {
+        let mean = n as f64 * p;
+        let sigma = (n as f64 * p * (1.0 - p)).sqrt();
+        (k as f64 - mean).abs() <= 4.5 * sigma.max(1.0)
+    }
+
+    fn sealed(weights: &[u32]) -> (Vec<Member>, Rotation) {
+        let m = members(weights);
+        let r = Rotation::new(&m);
+        (m, r)
+    }
+
+    #[test]
+    fn weighted_all_first_and_second_follow_the_weights() {
+        let w = [5.0, 3.0, 1.0, 1.0];
+        let (m, rot) = sealed(&[5, 3, 1, 1]);
+        assert!(!rot.even());
+        let mut out = [0u16; MAX_MEMBERS];
+        let mut sel = Selector::with_rng(fastrand::Rng::with_seed(11));
+        let n = 40_000;
+        let (mut first, mut second) = ([0usize; 4], [0usize; 4]);
+        for _ in 0..n {
+            assert_eq!(
+                select(&mut sel, &m, &rot, Mode::All, &|_| true, None, &mut out),
+                4
+            );
+            let mut seen = out[..4].to_vec();
+            seen.sort();
+            assert_eq!(seen, [0, 1, 2, 3]);
+            first[out[0] as usize] += 1;
+            second[out[1] as usize] += 1;
+        }
+        let total: f64 = w.iter().sum();
+        for i in 0..4 {
+            assert!(near(first[i], n, w[i] / total), "first {i}: {first:?}");
+            // Second: drawn by weight among those left after the first.
+            let p2: f64 = (0..4)
+                .filter(|&j| j != i)
+                .map(|j| w[j] / total * w[i] / (total - w[j]))
+                .sum();
+            assert!(near(second[i], n, p2), "second {i}: {second:?}");
+        }
+    }
+
+    #[test]
+    fn all_with_equal_weights_is_a_uniform_shuffle() {
+        let (m, rot) = sealed(&[2, 2, 2]);
+        assert!(rot.even());
+        // And the weighted path gives the same distribution when the flag
+        // is not set (a default rotation).
+        for rot in [rot, Rotation::default()] {
+            let mut out = [0u16; MAX_MEMBERS];
+            let mut sel = Selector::with_rng(fastrand::Rng::with_seed(5));
+            let n = 30_000;
+            let mut at = [[0usize; 3]; 3];
+            for _ in 0..n {
+                select(&mut sel, &m, &rot, Mode::All, &|_| true, None, &mut out);
+                for pos in 0..3 {
+                    at[pos][out[pos] as usize] += 1;
+                }
+            }
+            for row in at {
+                for k in row {
+                    assert!(near(k, n, 1.0 / 3.0), "{at:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn all_puts_weight_zero_last_and_never_drops_it() {
+        let p = pool(&[1, 1, 1]);
+        reweigh(&p, |m| if m.health == 1 { 1.0 } else { 0.0 });
+        assert!(!p.rotation(false).even());
+        let mut out = [0u16; MAX_MEMBERS];
+        let mut sel = Selector::with_rng(fastrand::Rng::with_seed(9));
+        let mut first0 = 0;
+        for _ in 0..2000 {
+            let rot = p.rotation(false);
+            assert_eq!(
+                select(&mut sel, &p.v4, rot, Mode::All, &|_| true, None, &mut out),
+                3
+            );
+            assert_eq!(out[0], 1);
+            first0 += usize::from(out[1] == 0);
+        }
+        // The two weight-0 members follow in uniform order.
+        assert!(near(first0, 2000, 0.5), "{first0}");
+        // Every member at 0: uniform again.
+        reweigh(&p, |_| 0.0);
+        assert!(p.rotation(false).even());
+        reweigh(&p, |m| if m.health == 1 { 1.0 } else { 0.0 });
+        let only0 = |m: &Member| m.health != 1;
+        let rot = p.rotation(false);
+        assert_eq!(
+            select(&mut sel, &p.v4, rot, Mode::All, &only0, None, &mut out),
+            2
+        );
+    }
+
+    fn block(i: u32) -> NonZeroU64 {
+        let a = IpAddr::from((0x0A00_0000u32.wrapping_add(i << 8)).to_be_bytes());
+        super::super::sticky::block_key(a, 24, 32)
+    }
+
+    /// Which member each of `blocks` gets from sticky `one`.
+    fn sticky_ones(m: &[Member], up: &impl Fn(&Member) -> bool, blocks: u32) -> Vec<u16> {
+        let rot = Rotation::default();
+        let mut out = [0u16; MAX_MEMBERS];
+        let mut sel = Selector::with_rng(fastrand::Rng::with_seed(1));
+        (0..blocks)
+            .map(|b| {
+                assert_eq!(
+                    select(&mut sel, m, &rot, Mode::One, up, Some(block(b)), &mut out),
+                    1
+                );
+                out[0]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn sticky_one_is_stable_and_follows_the_weights() {
+        let w: Vec<u32> = (1..=8).collect();
+        let m = members(&w);
+        let n = 40_000;
+        let got = sticky_ones(&m, &|_| true, n);
+        // Another selector (another thread, another server): same answers.
+        assert_eq!(got, sticky_ones(&m, &|_| true, n));
+        let total: u32 = w.iter().sum();
+        for (i, &wi) in w.iter().enumerate() {
+            let k = got.iter().filter(|&&g| g as usize == i).count();
+            let p = f64::from(wi) / f64::from(total);
+            assert!(near(k, n as usize, p), "member {i}: {k} of {n}, want {p}");
+        }
+    }
+
+    #[test]
+    fn sticky_removal_moves_only_that_members_blocks() {
+        let m = members(&[1; 10]);
+        let n = 20_000u32;
+        let before = sticky_ones(&m, &|_| true, n);
+        let without3 = |x: &Member| x.health != 3;
+        let after = sticky_ones(&m, &without3, n);
+        let mut moved = 0;
+        for (b, a) in before.iter().zip(&after) {
+            if b == a {
+                continue;
+            }
+            moved += 1;
+            assert_eq!(*b, 3, "a block of another member moved");
+            assert_ne!(*a, 3);
+        }
+        assert!(near(moved, n as usize, 0.1), "{moved} of {n} moved");
+        // Its return gives back exactly its blocks.
+        assert_eq!(sticky_ones(&m, &|_| true, n), before);
+        // Modulo hashing, for contrast: about 90 % move from 10 to 9.
+        let modulo = (0..n)
+            .filter(|&b| block(b).get() % 10 != block(b).get() % 9)
+            .count();
+        assert!(modulo as f64 > 0.85 * f64::from(n), "{modulo}");
+    }
+
+    #[test]
+    fn sticky_some_keeps_its_other_members_when_one_leaves() {
+        let m = members(&[1, 2, 3, 4, 1, 2, 3, 4]);
+        let rot = Rotation::default();
+        let mut out = [0u16; MAX_MEMBERS];
+        let mut sel = Selector::with_rng(fastrand::Rng::with_seed(1));
+        let mut pick = |up: &dyn Fn(&Member) -> bool, b: u32| {
+            let up = |x: &Member| up(x);
+            let n = select(
+                &mut sel,
+                &m,
+                &rot,
+                Mode::Some(3),
+                &up,
+                Some(block(b)),
+                &mut out,
+            );
+            out[..n].to_vec()
+        };
+        let mut firsts = [0usize; 8];
+        for b in 0..5000 {
+            let all = pick(&|_| true, b);
+            assert_eq!(all.len(), 3);
+            assert!(all[0] != all[1] && all[1] != all[2] && all[0] != all[2]);
+            assert_eq!(pick(&|_| true, b), all, "not stable");
+            firsts[all[0] as usize] += 1;
+            let less = pick(&|x| x.health != 7, b);
+            if all.contains(&7) {
+                // The others stay, in order; the next in rank joins last.
+                let kept: Vec<u16> = all.iter().copied().filter(|&x| x != 7).collect();
+                assert_eq!(less[..2], kept[..]);
+                assert_ne!(less[2], 7);
+            } else {
+                assert_eq!(less, all);
+            }
+        }
+        // The first address follows the weights (sum 20).
+        for (i, &k) in firsts.iter().enumerate() {
+            let w = [1.0, 2.0, 3.0, 4.0, 1.0, 2.0, 3.0, 4.0][i];
+            assert!(near(k, 5000, w / 20.0), "{firsts:?}");
+        }
+    }
+
+    #[test]
+    fn sticky_never_picks_weight_zero_while_another_is_usable() {
+        let p = pool(&[1, 1, 1]);
+        reweigh(&p, |m| if m.health == 0 { 0.0 } else { 1.0 });
+        let got = sticky_ones(&p.v4, &|_| true, 3000);
+        assert!(!got.contains(&0));
+        // Only weight-0 members left: they still answer, spread evenly.
+        reweigh(&p, |_| 0.0);
+        let got = sticky_ones(&p.v4, &|_| true, 3000);
+        for i in 0..3 {
+            let k = got.iter().filter(|&&g| g == i).count();
+            assert!(near(k, 3000, 1.0 / 3.0), "{i}: {k}");
         }
     }
 }
