@@ -111,6 +111,22 @@ fn pool_sticky_16(b: divan::Bencher) {
     run_on(b, engine_at(MODES), ecs_queries("sticky16.example.test."));
 }
 
+/// `one` with `pick = "p2c"` over the same 16 members: two weighted draws
+/// and a comparison of round-trip estimate ÷ weight (each member given an
+/// estimate, as its checks would, through the engine's own refresh).
+#[divan::bench(sample_count = 200, sample_size = 1000)]
+fn pool_p2c_16(b: divan::Bencher) {
+    let e = engine_at(MODES);
+    e.rebalance_with(
+        &Default::default(),
+        meridian::balance::now_ms(),
+        &|i| Some(0.001 * f64::from(i % 7 + 1)),
+        &|_| None,
+        |_| true,
+    );
+    run_on(b, e, ecs_queries("p2c16.example.test."));
+}
+
 /// 4096 ECS /24s spread over the IPv4 space (deterministic), for `name`.
 fn ecs_queries(name: &str) -> Vec<Vec<u8>> {
     let mut x: u32 = 0x9E37_79B9;

@@ -29,7 +29,7 @@ use std::sync::OnceLock;
 use std::time::{Instant, SystemTime};
 
 use crate::health::{HealthTable, OVR_DOWN, OVR_DRAIN, OVR_UP};
-use crate::pool::{Gate, Member, MemberReport, Pool, Standing, SHARE_ONE, WEIGHT_UNIT};
+use crate::pool::{Gate, Member, MemberReport, Pool, Published, Standing, SHARE_ONE, WEIGHT_UNIT};
 
 /// The balancing clock: milliseconds since the first call in this
 /// process, plus one (0 means "not usable" in [`Member::since`]).
@@ -91,7 +91,7 @@ pub fn decide(
     pool: &Pool,
     v6: bool,
     inp: &Inputs<'_>,
-) -> (Gate, Vec<(u64, bool)>, Vec<MemberReport>) {
+) -> (Gate, Vec<Published>, Vec<MemberReport>) {
     let members = pool.family(v6);
     let policy = &pool.policy;
     let h = inp.health;
@@ -193,7 +193,11 @@ pub fn decide(
             // A tiny factor still leaves the member a share.
             eff = eff.max(1);
         }
-        words.push((eff, answers));
+        words.push(Published {
+            eff,
+            usable: answers,
+            rtt_us: (inp.rtt)(m.health).map_or(0, |r| (r * 1e6).round().clamp(1.0, 16e6) as u32),
+        });
         report.push(MemberReport {
             standing: st,
             slow_start,
@@ -203,7 +207,7 @@ pub fn decide(
             effective: f64::from(m.weight) * factor,
         });
     }
-    let usable = words.iter().filter(|w| w.1).count();
+    let usable = words.iter().filter(|w| w.usable).count();
     let gate = Gate {
         usable: usable as u16,
         share: (passing as u64 * u64::from(SHARE_ONE) / n.max(1) as u64) as u32,

@@ -351,6 +351,10 @@ pub struct NameCfg {
     /// 1..=32 and 1..=128 (default `[24, 56]`); only with `sticky = true`.
     #[serde(default)]
     pub sticky_prefix: Option<Spanned<Vec<Spanned<i64>>>>,
+    /// `pick`: how `one` picks: `weighted` (default) or `p2c` (two drawn
+    /// by weight, the lower check round-trip ÷ weight kept).
+    #[serde(default)]
+    pub pick: Option<Spanned<String>>,
 }
 
 fn default_mode() -> Spanned<String> {

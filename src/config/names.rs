@@ -96,6 +96,24 @@ pub fn rules(
     if let (Some(c), false) = (&n.count, matches!(mode, Mode::Some(_))) {
         return Err(src.err(c.span(), "count applies only to mode \"some\""));
     }
+    let mode = match n.pick.as_ref().map(|p| (p.get_ref().as_str(), p.span())) {
+        None | Some(("weighted", _)) => mode,
+        Some(("p2c", s)) => {
+            if mode != Mode::One {
+                return Err(src.err(
+                    s,
+                    format!("pick = \"p2c\" applies only to mode \"one\", not \"{mode}\""),
+                ));
+            }
+            if matches!(&n.sticky, Some(st) if *st.get_ref()) {
+                return Err(src.err(s, "pick = \"p2c\" and sticky = true exclude each other"));
+            }
+            Mode::P2c
+        }
+        Some((other, s)) => {
+            return Err(src.err(s, format!("unknown pick {other:?} (weighted or p2c)")));
+        }
+    };
     let sticky = sticky(src, n, mode)?;
     let ttl = ranged(src, &n.ttl, 30, 1, 86400, "ttl")?;
     let degraded_ttl = ranged(

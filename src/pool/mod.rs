@@ -64,6 +64,11 @@ pub enum Mode {
     Rotate,
     /// One member, picked at random in proportion to weight (`one`).
     One,
+    /// One member: two drawn in proportion to weight, and of those the
+    /// one with the lower check round-trip estimate ÷ weight (`one` with
+    /// `pick = "p2c"`; "the power of two choices", whose randomness keeps
+    /// independent servers from herding onto one member).
+    P2c,
     /// K members (1..=[`MAX_SOME`]), picked in proportion to weight without
     /// replacement and shuffled (`some`, with `count`; default 2).
     Some(u8),
@@ -75,6 +80,7 @@ impl std::fmt::Display for Mode {
             Mode::All => f.write_str("all"),
             Mode::Rotate => f.write_str("rotate"),
             Mode::One => f.write_str("one"),
+            Mode::P2c => f.write_str("one (pick p2c)"),
             Mode::Some(k) => write!(f, "some (count {k})"),
         }
     }
@@ -84,8 +90,27 @@ impl std::fmt::Display for Mode {
 /// so fractional runtime weights (0.5, 1.25) stay integers on the query path.
 pub const WEIGHT_UNIT: u64 = 1000;
 
+/// One member's decision as [`Pool::publish`] takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Published {
+    /// Effective weight, in [`WEIGHT_UNIT`]s.
+    pub eff: u64,
+    /// May answers use it?
+    pub usable: bool,
+    /// Its check round-trip estimate in µs (0: none).
+    pub rtt_us: u32,
+}
+
 /// The bit of a member's word that takes it out of the answers.
 pub const OUT: u64 = 1 << 63;
+/// The member's word holds its effective weight in its low 34 bits (at
+/// most 65,535 × [`WEIGHT_UNIT`] × 100 < 2^33)...
+pub const WEIGHT_MASK: u64 = (1 << 34) - 1;
+/// ... and its check round-trip estimate in µs (0: none; at most 2^24 − 1,
+/// 16.7 s) in 24 bits from here, for `pick = "p2c"`.
+pub const RTT_SHIFT: u32 = 34;
+/// Largest round-trip estimate a word holds, in µs.
+pub const RTT_MAX_US: u32 = (1 << 24) - 1;
 
 /// Offset of the TTL in [`Member::rr`] (after pointer, type and class).
 pub const RR_TTL_AT: usize = 6;
@@ -152,7 +177,15 @@ impl Member {
     /// every usable member of the family has 0). One relaxed load.
     #[inline]
     pub fn effective(&self) -> u64 {
-        self.eff.load(Ordering::Relaxed) & !OUT
+        self.eff.load(Ordering::Relaxed) & WEIGHT_MASK
+    }
+
+    /// The effective weight and the check round-trip estimate (µs, 0:
+    /// none), from one relaxed load (`pick = "p2c"`).
+    #[inline]
+    pub fn weight_and_rtt(&self) -> (u64, u64) {
+        let w = self.eff.load(Ordering::Relaxed);
+        (w & WEIGHT_MASK, (w >> RTT_SHIFT) & u64::from(RTT_MAX_US))
     }
 
     /// May answers use this member (the filter stage's decision)? One
@@ -375,16 +408,17 @@ impl Pool {
     /// [`WEIGHT_UNIT`]s) and whether answers may use it, then the family's
     /// [`Gate`]; the rotation order is rebuilt if a weight changed. True if
     /// any member's word changed.
-    pub fn publish(&self, v6: bool, members: &[(u64, bool)], gate: Gate) -> bool {
+    pub fn publish(&self, v6: bool, members: &[Published], gate: Gate) -> bool {
         let family = self.family(v6);
         let mut weights_changed = false;
         let mut changed = false;
-        for (m, &(eff, usable)) in family.iter().zip(members) {
-            let word = eff & !OUT | if usable { 0 } else { OUT };
+        for (m, p) in family.iter().zip(members) {
+            let rtt = u64::from(p.rtt_us.min(RTT_MAX_US));
+            let word = p.eff.min(WEIGHT_MASK) | rtt << RTT_SHIFT | if p.usable { 0 } else { OUT };
             let old = m.eff.swap(word, Ordering::Relaxed);
             if old != word {
                 changed = true;
-                weights_changed |= old & !OUT != eff & !OUT;
+                weights_changed |= old & WEIGHT_MASK != word & WEIGHT_MASK;
             }
         }
         if weights_changed {

@@ -88,6 +88,10 @@ pub fn select(
         }
         Mode::All => weighted_shuffle(members, &cand[..n], rng, out),
         // Sticky names are `one` and `some` only (config checks it).
+        Mode::P2c => {
+            out[0] = cand[p2c(members, &cand[..n], rng)];
+            1
+        }
         Mode::One => match sticky {
             Some(block) => rendezvous(members, &cand[..n], block.get(), 1, out),
             None => {
@@ -222,6 +226,36 @@ fn rendezvous(
     k
 }
 
+/// The power of two choices: two candidates drawn by weight (distinct when
+/// there are two), and the one with the lower round-trip estimate ÷ weight
+/// kept (a member without an estimate counts as no slower than the other;
+/// ties keep the first draw). Index into `cand`.
+fn p2c(members: &[Member], cand: &[u16], rng: &mut fastrand::Rng) -> usize {
+    let a = weighted_pick(members, cand, rng);
+    if cand.len() < 2 {
+        return a;
+    }
+    // The second draw among the others (a copy of at most 256 indices on
+    // the stack, without `a`).
+    let mut rest = [0u16; MAX_MEMBERS];
+    let k = cand.len() - 1;
+    rest[..a].copy_from_slice(&cand[..a]);
+    rest[a..k].copy_from_slice(&cand[a + 1..]);
+    let b = weighted_pick(members, &rest[..k], rng);
+    let b = if b >= a { b + 1 } else { b };
+    let (wa, ra) = members[cand[a] as usize].weight_and_rtt();
+    let (wb, rb) = members[cand[b] as usize].weight_and_rtt();
+    if ra == 0 || rb == 0 {
+        return a;
+    }
+    // ra / wa > rb / wb, without division (each product < 2^58).
+    if rb * wa < ra * wb {
+        b
+    } else {
+        a
+    }
+}
+
 /// Index into `cand` chosen with probability proportional to effective
 /// weight; uniformly if every candidate has weight 0.
 fn weighted_pick(members: &[Member], cand: &[u16], rng: &mut fastrand::Rng) -> usize {
@@ -344,11 +378,15 @@ mod tests {
 
     /// Publish weights `f(member)` × configured, every member usable.
     fn reweigh(p: &crate::pool::Pool, f: impl Fn(&Member) -> f64) -> bool {
-        let w: Vec<(u64, bool)> =
+        let w: Vec<crate::pool::Published> =
             p.v4.iter()
                 .map(|m| {
                     let e = (f64::from(m.weight) * f(m) * crate::pool::WEIGHT_UNIT as f64) as u64;
-                    (if f(m) > 0.0 { e.max(1) } else { 0 }, true)
+                    crate::pool::Published {
+                        eff: if f(m) > 0.0 { e.max(1) } else { 0 },
+                        usable: true,
+                        rtt_us: 0,
+                    }
                 })
                 .collect();
         p.publish(false, &w, p.gate(false))
