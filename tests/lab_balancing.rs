@@ -4,6 +4,10 @@
 //! cache by the ECS scope must never hand a client an answer of another
 //! block: 0 wrong answers, for clients in the split block and outside it.
 //!
+//! A sticky name through the same resolvers: every client must get exactly
+//! the member meridian picks for its block (the ECS /24 the resolver sends
+//! upstream), however the caches were filled.
+//!
 //! Fixture: tests/data/lab/balancing.toml. Backends are TCP listeners on
 //! 127.0.0.2 (the only live member of the primary pool) run by this test.
 
@@ -101,5 +105,63 @@ fn spillover_through_resolvers_gives_no_wrong_answer() {
         }
         eprintln!("{}: {answered} answers, {} wrong", r.name(), wrong.len());
         assert!(wrong.is_empty(), "{}: wrong answers: {wrong:?}", r.name());
+    }
+}
+
+#[test]
+fn sticky_through_resolvers_gives_each_block_its_member() {
+    let dir = common::TempDir::new("lab-sticky");
+    let text = std::fs::read_to_string(fixture("balancing.toml")).unwrap();
+    let config = dir.write(
+        "balancing.toml",
+        &render(
+            &text,
+            &[
+                ("ROOT", common::root().display().to_string()),
+                // No backend needed: the sticky pool is unchecked.
+                ("CHECK_PORT", "9".to_string()),
+            ],
+        ),
+    );
+    let m = Meridian::start(&config);
+    let name = "sticky.example.test.";
+    // Ground truth: meridian asked directly with the /24 a resolver sends.
+    let blocks: Vec<String> = (0..150u32)
+        .map(|i| format!("{}.{}.{}.0/24", 20 + i % 60, (i * 37) % 256, (i * 91) % 256))
+        .collect();
+    let truth: Vec<String> = blocks
+        .iter()
+        .map(|b| {
+            let a = ask(m.addr(), name, RecordType::A, Some(b), false);
+            assert_eq!(a.scope, Some(24), "{b}: {a:?}");
+            a.addrs[0].clone()
+        })
+        .collect();
+    let distinct: std::collections::BTreeSet<&String> = truth.iter().collect();
+    assert!(
+        distinct.len() >= 8,
+        "blocks spread over the members: {distinct:?}"
+    );
+    for kind in [Kind::Unbound, Kind::Recursor] {
+        let r = Resolver::start(kind, m.addr(), &["example.test."]);
+        let mut wrong = Vec::new();
+        // Clients anywhere inside each block, in two passes (cold, warm).
+        for pass in 0..2u32 {
+            for (i, b) in blocks.iter().enumerate() {
+                let base = b.trim_end_matches(".0/24");
+                let client = format!("{base}.{}/32", (i as u32 * 7 + pass * 101) % 256);
+                let a = ask(r.addr, name, RecordType::A, Some(&client), true);
+                if a.addrs != [truth[i].clone()] {
+                    wrong.push(format!("{client}: {:?}, want {}", a.addrs, truth[i]));
+                }
+            }
+        }
+        eprintln!(
+            "{}: {} answers, {} wrong",
+            r.name(),
+            2 * blocks.len(),
+            wrong.len()
+        );
+        assert!(wrong.is_empty(), "{}: {wrong:?}", r.name());
     }
 }
