@@ -32,12 +32,10 @@
 //!   fails when the backend is failed, when its latency is over the
 //!   timeout, or in the broken-checks scenario; rise and fall apply in
 //!   simulated time.
-//! - **Input model, not decision logic:** the `rtt` handed to
-//!   `rebalance_with` is a peak-EWMA of the simulated check round-trip
-//!   times (a sample above the estimate replaces it; otherwise it decays
-//!   towards the samples with a 10 s time constant). It stands in for the
-//!   estimate `health::signal` will keep; the latency factor itself is the
-//!   engine's.
+//! - The `rtt` handed to `rebalance_with` is the server's own
+//!   `health::PeakEwma` (10 s time constant, the default `latency_decay`)
+//!   fed with the simulated checks' round-trip times on the synthetic
+//!   clock; the latency factor itself is the engine's.
 //! - Time steps of 1 s; a few simulated minutes per variant, seconds of
 //!   real time for everything.
 

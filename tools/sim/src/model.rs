@@ -5,14 +5,14 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsCode, EdnsOption};
 use hickory_proto::rr::{Name, RData, RecordType};
 use meridian::answer::{Outcome, Scratch, Transport};
 use meridian::engine::{Engine, WeightMap};
-use meridian::health::{DOWN, UP};
+use meridian::health::{PeakEwma, DOWN, UP};
 use meridian::pool::{Selector, Standing};
 
 /// The one name every scenario balances.
@@ -25,7 +25,7 @@ pub(crate) const SATURATED_MS: f64 = 5_000.0;
 /// A request served slower than this counts as slow, ms.
 pub(crate) const SLOW_MS: f64 = 200.0;
 
-/// Time constant of the peak-EWMA input model (see [`Check::sample`]).
+/// Time constant of the checks' peak-EWMA (the server's default, `latency_decay`).
 pub(crate) const EWMA_TAU_S: f64 = 10.0;
 
 /// How long a resolver keeps a SERVFAIL (or an answer without an address
@@ -262,25 +262,22 @@ struct Check {
     next_ms: u64,
     ok_run: u32,
     fail_run: u32,
-    /// **Input model, not decision logic**: a peak-EWMA of the check
-    /// round-trip times (a sample above the estimate replaces it,
-    /// otherwise the estimate decays towards samples with time constant
-    /// [`EWMA_TAU_S`]). It stands in for the estimate `health::signal`
-    /// will keep, and is handed to `Engine::rebalance_with` as `rtt`.
-    rtt_est_s: Option<f64>,
-    last_sample_ms: u64,
+    /// The server's own round-trip estimate (`health::PeakEwma`, the type
+    /// the checker keeps), fed with the simulated probes' durations on the
+    /// synthetic clock (`epoch` + simulated ms), and handed to
+    /// `Engine::rebalance_with` as `rtt`.
+    ewma: PeakEwma,
+    epoch: Instant,
 }
 
 impl Check {
     fn sample(&mut self, s: f64, now_ms: u64) {
-        self.rtt_est_s = Some(match self.rtt_est_s {
-            Some(e) if s <= e => {
-                let dt = (now_ms - self.last_sample_ms) as f64 / 1000.0;
-                e + (s - e) * (1.0 - (-dt / EWMA_TAU_S).exp())
-            }
-            _ => s,
-        });
-        self.last_sample_ms = now_ms;
+        self.ewma
+            .update(s, self.epoch + Duration::from_millis(now_ms));
+    }
+
+    fn rtt_est_s(&self) -> Option<f64> {
+        self.ewma.estimate()
     }
 }
 
@@ -361,6 +358,7 @@ impl World {
         };
         let pool = &engine.pools[0];
         let mut rng = fastrand::Rng::with_seed(s.seed);
+        let epoch = Instant::now();
         let checks = pool
             .v4
             .iter()
@@ -378,8 +376,8 @@ impl World {
                     next_ms: rng.u64(..c.interval_ms),
                     ok_run: c.rise,
                     fail_run: 0,
-                    rtt_est_s: None,
-                    last_sample_ms: 0,
+                    ewma: PeakEwma::new(Duration::from_secs_f64(EWMA_TAU_S)),
+                    epoch,
                 }
             })
             .collect::<Vec<_>>();
@@ -455,7 +453,7 @@ impl World {
         let est: Vec<(u32, Option<f64>)> = self
             .checks
             .iter()
-            .map(|c| (c.health, c.rtt_est_s))
+            .map(|c| (c.health, c.rtt_est_s()))
             .collect();
         let rtt = |h: u32| est.iter().find(|e| e.0 == h).and_then(|e| e.1);
         self.engine.rebalance_with(
