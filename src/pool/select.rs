@@ -203,11 +203,28 @@ fn rendezvous(
     out: &mut [u16; MAX_MEMBERS],
 ) -> usize {
     let k = k.clamp(1, MAX_SOME).min(cand.len());
+    // Every rank first, in a loop without branches (the hashes and
+    // logarithms of different members overlap in the pipeline), then the
+    // choice.
+    let mut ranks = [0f64; MAX_MEMBERS];
+    for (r, &c) in ranks.iter_mut().zip(cand) {
+        let m = &members[c as usize];
+        *r = rank(exponential(pair(block, m.key)), m.effective());
+    }
+    let ranks = &ranks[..cand.len()];
+    if k == 1 {
+        let mut best = 0;
+        for (i, &r) in ranks.iter().enumerate() {
+            if r < ranks[best] {
+                best = i;
+            }
+        }
+        out[0] = cand[best];
+        return 1;
+    }
     let mut best = [(f64::INFINITY, 0u16); MAX_SOME];
     let mut have = 0;
-    for &c in cand {
-        let m = &members[c as usize];
-        let r = rank(exponential(pair(block, m.key)), m.effective());
+    for (&r, &c) in ranks.iter().zip(cand) {
         if have == k && r >= best[k - 1].0 {
             continue;
         }

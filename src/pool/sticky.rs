@@ -124,12 +124,13 @@ pub(crate) fn exponential(h: u64) -> f64 {
     // (infinite) nor 1 (0, which would tie).
     let u = ((h >> 12) as f64 + 0.5) * (1.0 / (1u64 << 52) as f64);
     let bits = u.to_bits();
-    let mut e = ((bits >> 52) & 0x7FF) as i64 - 1023;
-    let mut m = f64::from_bits((bits & ((1 << 52) - 1)) | (1023 << 52));
-    if m > std::f64::consts::SQRT_2 {
-        m *= 0.5;
-        e += 1;
-    }
+    let e0 = ((bits >> 52) & 0x7FF) as i64 - 1023;
+    let m0 = f64::from_bits((bits & ((1 << 52) - 1)) | (1023 << 52));
+    // Without a branch (it would be taken at random, half the time): above
+    // √2 the mantissa is halved and the exponent raised, by arithmetic.
+    let hi = u64::from(m0 > std::f64::consts::SQRT_2);
+    let m = f64::from_bits(m0.to_bits() - (hi << 52));
+    let e = e0 + hi as i64;
     // ln m = 2 atanh(s), s = (m − 1) / (m + 1), |s| <= 0.172.
     let s = (m - 1.0) / (m + 1.0);
     let s2 = s * s;
