@@ -1,7 +1,7 @@
 //! `meridian-sim`: runs meridian's own balancing decisions and answers
 //! against a model of resolvers and backends, to show what each rule of
 //! issue #16 (ejection cap, panic, latency awareness, slow start, sticky
-//! answers) does to traffic.
+//! answers, spillover, p2c, reported load) does to traffic.
 //!
 //! **Nothing is copied from the server.** Each variant builds a real
 //! [`meridian::engine::Engine`] with `Engine::load` from a real config file
@@ -36,6 +36,13 @@
 //!   `health::PeakEwma` (10 s time constant, the default `latency_decay`)
 //!   fed with the simulated checks' round-trip times on the synthetic
 //!   clock; the latency factor itself is the engine's.
+//! - Where a scenario has backends report load, each passing check feeds
+//!   the backend's utilisation (requests ÷ capacity of the last second) to
+//!   the server's own `health::DampedLoad` (default damping: smoothing
+//!   0.5, at most 0.1 per check), handed to `rebalance_with` as `load`.
+//! - The spillover scenario binds the name as a geo name whose `default`
+//!   failover list is `["web", "backup"]` (no database: every client gets
+//!   the default); the members of both pools are backends.
 //! - Time steps of 1 s; a few simulated minutes per variant, seconds of
 //!   real time for everything.
 
@@ -81,6 +88,12 @@ enum Scenario {
     ReturningMember,
     /// Removing one member of ten under sticky answers, against hash mod n.
     StickyRemoval,
+    /// 2 of 5 primary members fail: hard failover against spillover = 1.4.
+    Spillover,
+    /// One member at a third of the speed: plain one, latency_aware, pick = "p2c".
+    P2c,
+    /// One member with half the capacity: without and with reported load.
+    ReportedLoad,
     /// Every scenario above.
     All,
 }
@@ -105,6 +118,15 @@ fn main() {
     }
     if want(Scenario::ReturningMember) {
         reports.push(scenarios::returning_member(o));
+    }
+    if want(Scenario::Spillover) {
+        reports.push(scenarios::spillover(o));
+    }
+    if want(Scenario::P2c) {
+        reports.push(scenarios::p2c(o));
+    }
+    if want(Scenario::ReportedLoad) {
+        reports.push(scenarios::reported_load(o));
     }
     for r in &reports {
         if let Err(e) = out::write(r, &cli.out) {

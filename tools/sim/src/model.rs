@@ -12,7 +12,7 @@ use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsCode, EdnsOption};
 use hickory_proto::rr::{Name, RData, RecordType};
 use meridian::answer::{Outcome, Scratch, Transport};
 use meridian::engine::{Engine, WeightMap};
-use meridian::health::{PeakEwma, DOWN, UP};
+use meridian::health::{DampedLoad, PeakEwma, DOWN, UP};
 use meridian::pool::{Selector, Standing};
 
 /// The one name every scenario balances.
@@ -75,6 +75,19 @@ pub(crate) fn write_config(
     pool_keys: &str,
     name_keys: &str,
 ) -> PathBuf {
+    write_config_with(dir, members, &[], pool_keys, name_keys)
+}
+
+/// As [`write_config`]; with `backup` members, a second pool `backup` (the
+/// same check) and [`QNAME`] a geo name whose default failover list is
+/// `["web", "backup"]` (no database needed: every client gets `default`).
+pub(crate) fn write_config_with(
+    dir: &Path,
+    members: &[Ipv4Addr],
+    backup: &[Ipv4Addr],
+    pool_keys: &str,
+    name_keys: &str,
+) -> PathBuf {
     std::fs::write(
         dir.join("sim.test.zone"),
         "$ORIGIN sim.test.\n$TTL 3600\n\
@@ -82,16 +95,33 @@ pub(crate) fn write_config(
          @ IN NS ns1\nns1 IN A 192.0.2.53\n",
     )
     .expect("write the zone");
-    let m: Vec<String> = members.iter().map(|a| format!("\"{a}\"")).collect();
+    let list = |a: &[Ipv4Addr]| -> String {
+        a.iter()
+            .map(|a| format!("\"{a}\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let name = QNAME.trim_end_matches('.');
+    let (binding, extra) = if backup.is_empty() {
+        ("pool = \"web\"\n".to_string(), String::new())
+    } else {
+        (
+            String::new(),
+            format!(
+                "\n[name.\"{name}\".geo]\ndefault = [\"web\", \"backup\"]\n\n\
+                 [pool.backup]\ncheck = \"tcp\"\nmembers = [{}]\n{pool_keys}\n",
+                list(backup)
+            ),
+        )
+    };
     let text = format!(
         "# Written by meridian-sim.\n\
          [server]\nlog = \"warn\"\n\n\
          [[zone]]\norigin = \"sim.test.\"\nfile = \"sim.test.zone\"\n\n\
          [check.tcp]\ntype = \"tcp\"\nport = 80\ninterval = 2\ntimeout = 1\nrise = 2\nfall = 3\n\n\
          [pool.web]\ncheck = \"tcp\"\nmembers = [{}]\n{pool_keys}\n\n\
-         [name.\"{}\"]\npool = \"web\"\nmode = \"one\"\nttl = 30\n{name_keys}\n",
-        m.join(", "),
-        QNAME.trim_end_matches('.'),
+         [name.\"{name}\"]\n{binding}mode = \"one\"\nttl = 30\n{name_keys}\n{extra}",
+        list(members),
     );
     let p = dir.join("meridian.toml");
     std::fs::write(&p, text).expect("write the config");
@@ -268,6 +298,10 @@ struct Check {
     /// `Engine::rebalance_with` as `rtt`.
     ewma: PeakEwma,
     epoch: Instant,
+    /// The server's own damped load figure (`health::DampedLoad`, default
+    /// damping), fed with the backend's utilisation at each passing check
+    /// when the setup reports load, and handed to `rebalance_with` as `load`.
+    load: DampedLoad,
 }
 
 impl Check {
@@ -288,6 +322,8 @@ pub(crate) struct Row {
     pub(crate) t: u64,
     /// Each member's share of all requests.
     pub(crate) share: Vec<f64>,
+    /// Each member's utilisation (requests ÷ capacity).
+    pub(crate) util: Vec<f64>,
     /// Share of requests sent to a failed member or to an overloaded one
     /// (at or above its capacity), or left without an address.
     pub(crate) bad: f64,
@@ -295,7 +331,7 @@ pub(crate) struct Row {
     pub(crate) latency_ms: f64,
     /// Share of all requests served slower than [`SLOW_MS`].
     pub(crate) slow: f64,
-    /// Members the engine's last decision lets answers use.
+    /// Members the engine's last decision lets answers use (pool `web`).
     pub(crate) usable: usize,
     /// The pool is in panic.
     pub(crate) panic: bool,
@@ -315,6 +351,10 @@ pub(crate) struct World {
     resolvers: Vec<Resolver>,
     checks: Vec<Check>,
     addrs: Vec<Ipv4Addr>,
+    /// Backends report their utilisation as load.
+    report_load: bool,
+    /// Index of pool `web` in the engine.
+    web: usize,
     scratch: Scratch,
     buf: Vec<u8>,
     outcome: Outcome,
@@ -342,6 +382,11 @@ pub(crate) struct Setup {
     pub(crate) seed: u64,
     /// Members that start failed (a broken deploy, checks down).
     pub(crate) down: Vec<usize>,
+    /// The last this many backends form a second pool, `backup`, after
+    /// `web` in a geo name's failover list (0: one pool, a pool name).
+    pub(crate) backup: usize,
+    /// Backends report their utilisation as load (through `DampedLoad`).
+    pub(crate) report_load: bool,
 }
 
 impl World {
@@ -351,16 +396,38 @@ impl World {
     pub(crate) fn new(tag: &str, s: Setup) -> World {
         let dir = TempDir::new(tag);
         let addrs: Vec<Ipv4Addr> = (0..s.backends.len()).map(member_addr).collect();
-        let cfg = write_config(&dir.0, &addrs, &s.pool_keys, &s.name_keys);
+        let split = addrs.len() - s.backup;
+        let cfg = write_config_with(
+            &dir.0,
+            &addrs[..split],
+            &addrs[split..],
+            &s.pool_keys,
+            &s.name_keys,
+        );
         let engine = match Engine::load(&cfg) {
             Ok(e) => e,
             Err(e) => panic!("the simulator's config does not load: {e}"),
         };
-        let pool = &engine.pools[0];
+        let web = engine
+            .pools
+            .iter()
+            .position(|p| p.name == "web")
+            .expect("pool web");
+        // Every member of every pool, in backend (address) order.
+        let members: Vec<&meridian::pool::Member> = addrs
+            .iter()
+            .map(|a| {
+                engine
+                    .pools
+                    .iter()
+                    .flat_map(|p| p.v4.iter())
+                    .find(|m| m.addr == IpAddr::V4(*a))
+                    .expect("every backend is a member")
+            })
+            .collect();
         let mut rng = fastrand::Rng::with_seed(s.seed);
         let epoch = Instant::now();
-        let checks = pool
-            .v4
+        let checks = members
             .iter()
             .map(|m| {
                 let c = engine.checks[m.health as usize]
@@ -378,6 +445,7 @@ impl World {
                     fail_run: 0,
                     ewma: PeakEwma::new(Duration::from_secs_f64(EWMA_TAU_S)),
                     epoch,
+                    load: DampedLoad::default(),
                 }
             })
             .collect::<Vec<_>>();
@@ -420,6 +488,8 @@ impl World {
             resolvers,
             checks,
             addrs,
+            report_load: s.report_load,
+            web,
             scratch,
             buf: vec![0u8; 4096],
             outcome: Outcome::default(),
@@ -456,13 +526,14 @@ impl World {
             .map(|c| (c.health, c.rtt_est_s()))
             .collect();
         let rtt = |h: u32| est.iter().find(|e| e.0 == h).and_then(|e| e.1);
-        self.engine.rebalance_with(
-            &WeightMap::default(),
-            self.t_ms + 1,
-            &rtt,
-            &|_| None,
-            |_| true,
-        );
+        let loads: Vec<(u32, Option<f64>)> = self
+            .checks
+            .iter()
+            .map(|c| (c.health, c.load.value()))
+            .collect();
+        let load = |h: u32| loads.iter().find(|e| e.0 == h).and_then(|e| e.1);
+        self.engine
+            .rebalance_with(&WeightMap::default(), self.t_ms + 1, &rtt, &load, |_| true);
     }
 
     /// Ask the engine for resolver `r` (real query bytes through
@@ -523,6 +594,11 @@ impl World {
                     lat.min(c.timeout_ms)
                 };
                 c.sample(rtt / 1000.0, at);
+                // A passing check reads the backend's reported load (as
+                // the checker does: one figure per passing probe).
+                if pass && self.report_load {
+                    c.load.update(b.load / b.capacity_at(now).max(1e-9));
+                }
                 c.next_ms += c.interval_ms;
                 let h = c.health;
                 let state = if pass {
@@ -579,15 +655,21 @@ impl World {
                 slow += ok;
             }
         }
-        let report = self.engine.pools[0].report[0].snapshot();
+        let web = &self.engine.pools[self.web];
+        let report = web.report[0].snapshot();
         self.rows.push(Row {
             t: now / 1000,
             share: load.iter().map(|l| l / total.max(1e-9)).collect(),
+            util: self
+                .backends
+                .iter()
+                .map(|b| b.load / b.capacity_at(now).max(1e-9))
+                .collect(),
             bad: bad / total.max(1e-9),
             latency_ms: if served > 0.0 { lat_sum / served } else { 0.0 },
             slow: slow / total.max(1e-9),
-            usable: self.engine.pools[0].gate(false).usable as usize,
-            panic: self.engine.pools[0].gate(false).panic,
+            usable: web.gate(false).usable as usize,
+            panic: web.gate(false).panic,
             kept_by_cap: report
                 .iter()
                 .filter(|m| m.standing == Standing::KeptByCap)

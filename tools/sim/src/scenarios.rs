@@ -43,6 +43,8 @@ fn setup(o: Opts, load: f64, pool_keys: &str, name_keys: &str) -> Setup {
         resolvers: o.resolvers,
         seed: o.seed,
         down: Vec::new(),
+        backup: 0,
+        report_load: false,
     }
 }
 
@@ -251,6 +253,159 @@ pub(crate) fn returning_member(o: Opts) -> Report {
         title: "a member returns with cold caches (60 % load)".into(),
         runs,
         events: vec![(60, "m10 returns")],
+        highlight: vec![9],
+    }
+}
+
+/// Population standard deviation of `f` over the rows with `from <= t < to`.
+fn std_dev(rows: &[Row], from: u64, to: u64, f: impl Fn(&Row) -> f64) -> f64 {
+    let mu = mean(rows, from, to, &f);
+    let v: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.t >= from && r.t < to)
+        .map(|r| (f(r) - mu).powi(2))
+        .collect();
+    if v.is_empty() {
+        0.0
+    } else {
+        (v.iter().sum::<f64>() / v.len() as f64).sqrt()
+    }
+}
+
+/// A geo name failing over from `web` (m1–m5) to `backup` (m6–m8), all
+/// members of 100 req/s, at 70 % of `web`'s capacity (350 req/s); m1 and m2
+/// fail at 60 s: hard failover against `spillover = 1.4` (Envoy's factor,
+/// which leaves the survivors at 0.6 × 1.4 × 70 % ÷ 0.6 = 98 % of their
+/// capacity) and `spillover = 1.2` (84 %).
+pub(crate) fn spillover(o: Opts) -> Report {
+    let variants = [
+        ("hard failover", ""),
+        ("spillover = 1.4", "spillover = 1.4"),
+        ("spillover = 1.2", "spillover = 1.2"),
+    ];
+    let survivors = |r: &Row| r.share[2] + r.share[3] + r.share[4];
+    let survivor_peak = |r: &Row| r.util[2].max(r.util[3]).max(r.util[4]);
+    let runs = variants
+        .iter()
+        .map(|(v, keys)| {
+            let mut s = setup(o, 350.0, "", keys);
+            s.backends = (0..8).map(|_| Backend::new(100.0, 20.0)).collect();
+            s.backup = 3;
+            let rows = run("spillover", s, 300, |t, w| {
+                if t == 60 {
+                    w.backends[0].broken = true;
+                    w.backends[1].broken = true;
+                }
+            });
+            let metrics = vec![
+                m("survivors' share %", mean(&rows, 90, 300, survivors)),
+                m(
+                    "backup share %",
+                    mean(&rows, 90, 300, |r| r.share[5] + r.share[6] + r.share[7]),
+                ),
+                m("survivor peak util %", peak(&rows, 90, 300, survivor_peak)),
+                m("bad after failure %", mean(&rows, 60, 300, |r| r.bad)),
+                m("bad peak %", peak(&rows, 60, 300, |r| r.bad)),
+            ];
+            Run {
+                variant: v.to_string(),
+                rows,
+                metrics,
+            }
+        })
+        .collect();
+    Report {
+        name: "spillover",
+        title: "2 of 5 primary members fail at 70 % load; 3 backup members".into(),
+        runs,
+        events: vec![(60, "m1 m2 fail")],
+        highlight: vec![2, 3, 4],
+    }
+}
+
+/// One member (m10) drops to a third of the speed at 60 s (a third of the
+/// capacity, three times the idle latency) at 45 % load: plain weighted
+/// `one`, `latency_aware`, and `pick = "p2c"`.
+pub(crate) fn p2c(o: Opts) -> Report {
+    let variants = [
+        ("one (weighted)", "", ""),
+        ("one + latency_aware", "latency_aware = true", ""),
+        ("one + pick = p2c", "", "pick = \"p2c\""),
+    ];
+    let runs = variants
+        .iter()
+        .map(|(v, pool, name)| {
+            let rows = run("p2c", setup(o, 450.0, pool, name), 300, |t, w| {
+                if t == 60 {
+                    w.backends[9].capacity = 100.0 / 3.0;
+                    w.backends[9].base_ms = 60.0;
+                }
+            });
+            let metrics = vec![
+                m("slow member share %", mean(&rows, 120, 300, |r| r.share[9])),
+                m("slow requests %", mean(&rows, 120, 300, |r| r.slow)),
+                m("mean latency ms", mean(&rows, 120, 300, |r| r.latency_ms)),
+                m("bad %", mean(&rows, 60, 300, |r| r.bad)),
+            ];
+            Run {
+                variant: v.to_string(),
+                rows,
+                metrics,
+            }
+        })
+        .collect();
+    Report {
+        name: "p2c",
+        title: "one member at a third of the speed from 60 s (45 % load)".into(),
+        runs,
+        events: vec![(60, "m10 slows")],
+        highlight: vec![9],
+    }
+}
+
+/// m10 has half the capacity of the other nine (50 against 100 req/s) at
+/// 60 % load: without and with the backends reporting their utilisation as
+/// load (damped by the server's own `DampedLoad`, default damping).
+pub(crate) fn reported_load(o: Opts) -> Report {
+    let variants = [
+        ("no load reporting", "", false),
+        ("latency_aware = true", "latency_aware = true", false),
+        ("load reported", "", true),
+    ];
+    let runs = variants
+        .iter()
+        .map(|&(v, pool, report)| {
+            let mut s = setup(o, 600.0, pool, "");
+            s.backends[9].capacity = 50.0;
+            s.report_load = report;
+            let rows = run("reported-load", s, 300, |_, _| {});
+            let metrics = vec![
+                m(
+                    "small member share %",
+                    mean(&rows, 120, 300, |r| r.share[9]),
+                ),
+                m(
+                    "small member peak util %",
+                    peak(&rows, 120, 300, |r| r.util[9]),
+                ),
+                m("bad %", mean(&rows, 1, 300, |r| r.bad)),
+                m(
+                    "share std-dev last 3 min %",
+                    std_dev(&rows, 120, 300, |r| r.share[9]),
+                ),
+            ];
+            Run {
+                variant: v.to_string(),
+                rows,
+                metrics,
+            }
+        })
+        .collect();
+    Report {
+        name: "reported-load",
+        title: "one member with half the capacity (60 % load)".into(),
+        runs,
+        events: vec![],
         highlight: vec![9],
     }
 }

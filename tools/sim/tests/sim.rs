@@ -45,6 +45,9 @@ fn rules_move_traffic_the_right_way() {
         "broken-checks",
         "slow-member",
         "returning-member",
+        "spillover",
+        "p2c",
+        "reported-load",
     ] {
         for ext in ["csv", "svg"] {
             assert!(dir.join(format!("{name}.{ext}")).is_file(), "{name}.{ext}");
@@ -93,6 +96,55 @@ fn rules_move_traffic_the_right_way() {
         get(&s, "slow_start = \"60s\"", "share first 60 s %"),
     );
     assert!(ramped < cold, "slow start {ramped} vs none {cold}");
+
+    // Spillover sends part of the failed pool's answers to the next pool:
+    // fewer bad requests and a lower peak on the survivors than hard
+    // failover.
+    let s = summary(&dir, "spillover");
+    let (hard, spill) = (
+        get(&s, "hard failover", "bad after failure %"),
+        get(&s, "spillover = 1.4", "bad after failure %"),
+    );
+    assert!(
+        spill < hard,
+        "spillover bad {spill} vs hard failover {hard}"
+    );
+    let (hard, spill) = (
+        get(&s, "hard failover", "survivor peak util %"),
+        get(&s, "spillover = 1.4", "survivor peak util %"),
+    );
+    assert!(
+        spill < hard,
+        "spillover peak {spill} vs hard failover {hard}"
+    );
+    assert!(
+        get(&s, "spillover = 1.4", "backup share %") > get(&s, "hard failover", "backup share %")
+    );
+
+    // p2c takes share from the slow member, as latency awareness does.
+    let s = summary(&dir, "p2c");
+    let (plain, p2c) = (
+        get(&s, "one (weighted)", "slow member share %"),
+        get(&s, "one + pick = p2c", "slow member share %"),
+    );
+    assert!(p2c < plain, "p2c {p2c} vs plain one {plain}");
+
+    // Reported load keeps the small member below its capacity, without
+    // its share swinging more than the unbalanced pool's does.
+    let s = summary(&dir, "reported-load");
+    let (none, reported) = (
+        get(&s, "no load reporting", "small member peak util %"),
+        get(&s, "load reported", "small member peak util %"),
+    );
+    assert!(reported < none, "reported {reported} vs none {none}");
+    let (none, reported) = (
+        get(&s, "no load reporting", "share std-dev last 3 min %"),
+        get(&s, "load reported", "share std-dev last 3 min %"),
+    );
+    assert!(
+        reported <= none,
+        "reported load swings {reported} vs {none}"
+    );
 
     // Sticky answers: either run for real, or said to be missing.
     if dir.join("sticky-removal-summary.csv").is_file() {
