@@ -16,6 +16,7 @@ pub mod balance;
 pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod dnssec;
 pub mod engine;
 pub mod error;
 pub mod geo;

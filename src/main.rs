@@ -1,5 +1,5 @@
 //! The `meridian` command: the clap definitions of `serve`, `check`,
-//! `lookup`, `ctl`, `man` and `completions`, each handed to the library.
+//! `lookup`, `ctl`, `dnssec`, `man` and `completions`, each handed to the library.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -103,6 +103,11 @@ enum Cmd {
         #[command(subcommand)]
         action: CtlCmd,
     },
+    /// DNSSEC key files: make a key pair, print the DS record for the parent.
+    Dnssec {
+        #[command(subcommand)]
+        action: DnssecCmd,
+    },
     /// Print the man page (roff, section 8) on standard output.
     Man,
     /// Print a shell completion script on standard output.
@@ -146,6 +151,37 @@ enum CtlCmd {
     Reload,
     /// Stop the server (as SIGTERM does).
     Stop,
+}
+
+#[derive(Subcommand)]
+enum DnssecCmd {
+    /// Write a new key pair (BIND format: K<zone>.+<alg>+<tag>.key and .private) and print its base name.
+    ///
+    /// The .private file is created with mode 0600. Without --ksk the key
+    /// is a zone-signing key (flags 256); with it a key-signing key (257).
+    Keygen {
+        /// The zone, e.g. example.test.
+        #[arg(long)]
+        zone: String,
+        /// ed25519 (algorithm 15) or ecdsap256 (algorithm 13).
+        #[arg(long, value_parser = ["ed25519", "ecdsap256"])]
+        algorithm: String,
+        /// A key-signing key (flags 257, the secure entry point).
+        #[arg(long)]
+        ksk: bool,
+        /// The directory to write into (default: the current directory).
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+    },
+    /// Print the DS record of a key, for the parent zone.
+    Ds {
+        /// The key's .key file (or its base name).
+        #[arg(long, value_name = "FILE.key")]
+        key: PathBuf,
+        /// The digest: sha256 (type 2) or sha384 (type 4).
+        #[arg(long, default_value = "sha256", value_parser = ["sha256", "sha384"])]
+        digest: String,
+    },
 }
 
 /// A runtime weight as `ctl weight` takes it, checked before it is sent.
@@ -261,6 +297,7 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Cmd::Dnssec { action } => dnssec(action),
         Cmd::Lookup {
             config,
             name,
@@ -273,6 +310,39 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         },
+    }
+}
+
+/// `meridian dnssec keygen` and `meridian dnssec ds`.
+fn dnssec(action: DnssecCmd) -> ExitCode {
+    use meridian::dnssec::keys::{DigestType, GenAlgorithm};
+    let out = match action {
+        DnssecCmd::Keygen {
+            zone,
+            algorithm,
+            ksk,
+            dir,
+        } => {
+            let alg = match algorithm.as_str() {
+                "ed25519" => GenAlgorithm::Ed25519,
+                _ => GenAlgorithm::EcdsaP256,
+            };
+            meridian::cli::dnssec::keygen(&zone, alg, ksk, &dir)
+        }
+        DnssecCmd::Ds { key, digest } => {
+            let digest = match digest.as_str() {
+                "sha384" => DigestType::Sha384,
+                _ => DigestType::Sha256,
+            };
+            meridian::cli::dnssec::ds(&key, digest)
+        }
+    };
+    match out {
+        Ok(text) => print_out(format!("{text}\n").as_bytes()),
+        Err(e) => {
+            eprintln!("meridian: {e}");
+            ExitCode::from(1)
+        }
     }
 }
 

@@ -1,6 +1,7 @@
-//! The one-shot commands: `meridian check`, `meridian lookup` and
+//! The one-shot commands: `meridian check`, `meridian lookup`, `meridian dnssec` (key files) and
 //! `meridian ctl` (a client of a running server's API).
 
 pub mod check;
 pub mod ctl;
+pub mod dnssec;
 pub mod lookup;
