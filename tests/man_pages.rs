@@ -22,6 +22,9 @@ fn meridian_man_page_covers_every_command() {
         "lookup",
         "completions",
         "MERIDIAN CTL RELOAD",
+        "MERIDIAN DNSSEC KEYGEN",
+        "MERIDIAN DNSSEC DS",
+        "\\-\\-ksk",
         "\\-\\-token\\-file",
         "\\-\\-config",
         "\\-\\-listen",
@@ -52,7 +55,7 @@ fn probe_man_page_covers_every_command() {
 fn completions_name_the_subcommands() {
     let bash = run(env!("CARGO_BIN_EXE_meridian"), &["completions", "bash"]);
     assert!(bash.contains("_meridian()"), "{bash}");
-    for sub in ["serve", "check", "lookup", "ctl", "man"] {
+    for sub in ["serve", "check", "lookup", "ctl", "dnssec", "keygen", "man"] {
         assert!(bash.contains(sub), "bash completion lacks {sub}");
     }
     let zsh = run(env!("CARGO_BIN_EXE_meridian"), &["completions", "zsh"]);
