@@ -2,7 +2,7 @@
 //!
 //! The modules form layers, each using only those below it (ARCHITECTURE.md
 //! lists the order; `tests/layers.rs` enforces it). From the bottom:
-//! `error`, `rng` and `metrics`; `config`; `zone`, `geo`, `pool` and
+//! `error`, `rng` and `metrics`; `config`; `zone`, `geo`, `pool`, `dnssec` (key files) and
 //! `health`; `engine` (config → immutable serving state); `answer` (query
 //! → response); `transport` (UDP and TCP) and `cli`; `admin` (the HTTP
 //! API); `daemon` (the process). The message format itself is the
