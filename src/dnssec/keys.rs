@@ -194,6 +194,26 @@ fn name_wire(name: &str) -> Vec<u8> {
     w
 }
 
+/// Why `name` (absolute) cannot be a key's owner: meridian takes plain
+/// names only, labels of 1 to 63 octets, 255 in all, no escapes.
+fn bad_name(name: &str) -> Option<&'static str> {
+    if name == "." {
+        return None;
+    }
+    let labels = name.strip_suffix('.').unwrap_or(name).split('.');
+    if name.len() > 254 {
+        Some("the name is longer than 255 octets")
+    } else if name.contains(['\\', '"', '(', ')']) || name.contains(char::is_whitespace) {
+        Some("escapes and quotes are not supported in key owner names")
+    } else if labels.clone().any(str::is_empty) {
+        Some("the name has an empty label")
+    } else if labels.into_iter().any(|l| l.len() > 63) {
+        Some("a label is longer than 63 octets")
+    } else {
+        None
+    }
+}
+
 /// A name lower case with its final dot.
 fn absolute(name: &str) -> String {
     let n = name.trim().to_ascii_lowercase();
@@ -448,8 +468,12 @@ pub fn parse_dnskey(file: &Path, text: &str) -> Result<(DnsKey, usize), LocatedE
     let public_key = BASE64
         .decode(b64.as_bytes())
         .map_err(|e| err(format!("bad base64 in the public key: {e}")))?;
+    let owner = absolute(words[0]);
+    if let Some(why) = bad_name(&owner) {
+        return Err(err(format!("bad owner `{}`: {why}", words[0])));
+    }
     let key = DnsKey {
-        owner: absolute(words[0]),
+        owner,
         flags,
         protocol: 3,
         algorithm,
@@ -752,8 +776,8 @@ pub fn generate(
     now: i64,
 ) -> Result<Generated, String> {
     let zone = absolute(zone);
-    if zone == "." || zone.contains("..") || zone.contains(char::is_whitespace) {
-        return Err(format!("bad zone name `{zone}`"));
+    if let Some(why) = bad_name(&zone) {
+        return Err(format!("bad zone name `{zone}`: {why}"));
     }
     let rng = SystemRandom::new();
     let fail = |_| "the random number generator failed".to_string();
@@ -864,6 +888,13 @@ mod tests {
         assert!(e.to_string().contains("not a DNSKEY"), "{e}");
         let e = parse_dnskey(Path::new("a.key"), "; only\n").unwrap_err();
         assert!(e.to_string().contains("no DNSKEY"), "{e}");
+        let e = parse_dnskey(Path::new("a.key"), "a..b. IN DNSKEY 256 3 13 AAAA\n").unwrap_err();
+        assert!(e.to_string().contains("empty label"), "{e}");
+        let long = format!("{}.test. IN DNSKEY 256 3 13 AAAA", "a".repeat(64));
+        let e = parse_dnskey(Path::new("a.key"), &long).unwrap_err();
+        assert!(e.to_string().contains("63 octets"), "{e}");
+        assert!(generate("a b.test", GenAlgorithm::Ed25519, false, 0).is_err());
+        assert!(generate("a..test", GenAlgorithm::Ed25519, false, 0).is_err());
     }
 
     #[test]
