@@ -173,11 +173,22 @@ enum DnssecCmd {
         #[arg(long, default_value = ".")]
         dir: PathBuf,
     },
-    /// Print the DS record of a key, for the parent zone.
+    /// Print the DS record of a key, or of a configured zone's KSKs, for the parent zone.
+    ///
+    /// With --config and --zone: one DS per key of the zone's `dnssec` keys
+    /// with flags 257 (KSK or CSK), or per key when none has them; the keys
+    /// are checked as `meridian check` does.
+    #[command(group(clap::ArgGroup::new("source").required(true).args(["key", "config"])))]
     Ds {
         /// The key's .key file (or its base name).
-        #[arg(long, value_name = "FILE.key")]
-        key: PathBuf,
+        #[arg(long, value_name = "FILE.key", conflicts_with_all = ["config", "zone"])]
+        key: Option<PathBuf>,
+        /// The config file whose zone's keys to use (with --zone).
+        #[arg(long, value_name = "FILE", requires = "zone")]
+        config: Option<PathBuf>,
+        /// The zone in the config, e.g. example.test (with --config).
+        #[arg(long, requires = "config")]
+        zone: Option<String>,
         /// The digest: sha256 (type 2) or sha384 (type 4).
         #[arg(long, default_value = "sha256", value_parser = ["sha256", "sha384"])]
         digest: String,
@@ -329,12 +340,24 @@ fn dnssec(action: DnssecCmd) -> ExitCode {
             };
             meridian::cli::dnssec::keygen(&zone, alg, ksk, &dir)
         }
-        DnssecCmd::Ds { key, digest } => {
+        DnssecCmd::Ds {
+            key,
+            config,
+            zone,
+            digest,
+        } => {
             let digest = match digest.as_str() {
                 "sha384" => DigestType::Sha384,
                 _ => DigestType::Sha256,
             };
-            meridian::cli::dnssec::ds(&key, digest)
+            match (key, config, zone) {
+                (Some(key), _, _) => meridian::cli::dnssec::ds(&key, digest),
+                (None, Some(config), Some(zone)) => {
+                    meridian::cli::dnssec::ds_config(&config, &zone, digest)
+                }
+                // clap requires --key, or --config with --zone.
+                _ => Err("give --key, or --config and --zone".into()),
+            }
         }
     };
     match out {

@@ -10,7 +10,7 @@ pub fn summary(e: &Engine) -> String {
     let tables = e.geo_tables();
     let mut s = String::new();
     s.push_str(&format!("config {} is valid\n", e.config_path.display()));
-    for z in &e.zones {
+    for (i, z) in e.zones.iter().enumerate() {
         s.push_str(&format!(
             "zone {}: {} records, {} names, {} KiB of tables\n",
             z.origin_text,
@@ -18,6 +18,23 @@ pub fn summary(e: &Engine) -> String {
             z.node_count(),
             z.heap_bytes() / 1024
         ));
+        if let Some(d) = e.dnssec.get(i).and_then(|d| d.as_deref()) {
+            let keys: Vec<String> = d
+                .keys
+                .iter()
+                .map(|k| {
+                    let role = if k.is_ksk() { "KSK" } else { "ZSK" };
+                    format!("{role} {} alg {}", k.tag, k.dnskey.algorithm)
+                })
+                .collect();
+            s.push_str(&format!(
+                "zone {}: dnssec keys [{}], signature validity {}, refresh {}, compact denial (not signed yet)\n",
+                z.origin_text,
+                keys.join(", "),
+                humantime::format_duration(d.validity),
+                humantime::format_duration(d.refresh),
+            ));
+        }
     }
     s.push_str(&format!("pools: {}\n", e.pools.len()));
     for b in &e.bindings {

@@ -1,5 +1,6 @@
 //! `meridian dnssec keygen` (writes a new key pair in BIND's format) and
-//! `meridian dnssec ds` (the DS record of a `.key` file, for the parent).
+//! `meridian dnssec ds` (the DS record of a `.key` file, or of a configured
+//! zone's KSKs, for the parent).
 
 use std::io::Write;
 use std::path::Path;
@@ -47,4 +48,42 @@ pub fn ds(key_file: &Path, digest: DigestType) -> Result<String, String> {
     let (key_file, _) = keys::key_paths(key_file);
     let (key, _) = keys::read_dnskey(&key_file).map_err(|e| e.to_string())?;
     Ok(key.ds(digest))
+}
+
+/// The DS records of the zone `zone` in the config file `config`, one per
+/// line: every KSK or CSK (flags 257) of its `dnssec` keys, or every key
+/// when it has none. The zone's `dnssec` table is checked as `check` does
+/// (missing, foreign or expired keys are errors); the zone file is not read.
+pub fn ds_config(config: &Path, zone: &str, digest: DigestType) -> Result<String, String> {
+    use crate::config::{dnssec, Source};
+    let src = Source::read(config).map_err(|e| e.to_string())?;
+    let cfg = src.parse().map_err(|e| e.to_string())?;
+    let want = keys::absolute(zone).to_ascii_lowercase();
+    let Some(z) = cfg
+        .zone
+        .iter()
+        .find(|z| keys::absolute(&z.get_ref().origin).eq_ignore_ascii_case(&want))
+    else {
+        return Err(format!(
+            "{}: no [[zone]] has origin {want}",
+            config.display()
+        ));
+    };
+    let Some(d) = &z.get_ref().dnssec else {
+        return Err(src
+            .err(z.span(), format!("zone {want} has no dnssec keys"))
+            .to_string());
+    };
+    let mut warnings = Vec::new();
+    let checked =
+        dnssec::check(&src, &want, d, dnssec::now(), &mut warnings).map_err(|e| e.to_string())?;
+    for w in warnings {
+        eprintln!("meridian: {w}");
+    }
+    let lines: Vec<String> = checked
+        .entry_keys()
+        .iter()
+        .map(|k| k.dnskey.ds(digest))
+        .collect();
+    Ok(lines.join("\n"))
 }

@@ -209,6 +209,32 @@ pub struct ZoneCfg {
     pub origin: String,
     /// `file`: the zone's master file, relative to the config file's folder.
     pub file: Spanned<String>,
+    /// `dnssec`: the zone's keys and signing settings; unsigned when absent.
+    #[serde(default)]
+    pub dnssec: Option<Spanned<DnssecCfg>>,
+}
+
+/// `[[zone]] dnssec = { ... }`: checked into
+/// [`ZoneDnssec`](super::dnssec::ZoneDnssec).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DnssecCfg {
+    /// `keys`: the zone's key pairs, as paths of their `.key` files or base
+    /// names (`Kexample.test.+013+12345`), relative to the config file's
+    /// folder (at least one).
+    pub keys: Spanned<Vec<Spanned<String>>>,
+    /// `signature_validity`: how long an RRSIG is valid, 1h..=90d
+    /// (default "14d").
+    #[serde(default)]
+    pub signature_validity: Option<Spanned<String>>,
+    /// `refresh`: re-sign this long before a signature expires; less than
+    /// `signature_validity` (default "7d").
+    #[serde(default)]
+    pub refresh: Option<Spanned<String>>,
+    /// `denial`: how non-existence is proven: `compact` (RFC 9824, the
+    /// default and for now the only one).
+    #[serde(default)]
+    pub denial: Option<Spanned<String>>,
 }
 
 /// `[pool.NAME]`: a set of addresses answered together.

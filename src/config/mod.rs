@@ -1,11 +1,12 @@
 //! The configuration: the TOML file as written (`file`), its text for
 //! error lines (`source`), and one module per section that checks it into
-//! the types the server uses: `server`, `api`, `zones`, `checks`, `pools`, `geo`
+//! the types the server uses: `server`, `api`, `zones` (with `dnssec`), `checks`, `pools`, `geo`
 //! and `names`. Parsing is strict: unknown keys are errors, and every error
 //! names the file and line.
 
 pub mod api;
 pub mod checks;
+pub mod dnssec;
 pub mod file;
 pub mod geo;
 pub mod names;

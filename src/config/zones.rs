@@ -6,6 +6,7 @@ use std::sync::Arc;
 use hickory_proto::rr::Name;
 use toml::Spanned;
 
+use super::dnssec::ZoneDnssec;
 use super::{Source, ZoneCfg};
 use crate::error::LocatedError;
 use crate::zone::{NameMap, Zone};
@@ -18,6 +19,11 @@ pub struct Zones {
     pub index: NameMap<usize>,
     /// How many were read from their files (the others were kept).
     pub loaded: usize,
+    /// Each zone's checked `dnssec` table, indexed like `list` (None:
+    /// unsigned). Its keys are read again by every build.
+    pub dnssec: Vec<Option<Arc<ZoneDnssec>>>,
+    /// Warnings about the keys, each `file:line: warning: ...`.
+    pub warnings: Vec<String>,
 }
 
 /// The zones, the index of each apex (lower-cased wire) in the list, and
@@ -25,7 +31,8 @@ pub struct Zones {
 /// list when it may be reused: a zone at the same place, with the same
 /// origin and file, whose files all look unchanged, is shared instead of
 /// read again. A zone listed twice, a bad origin, or no zone at all is an
-/// error.
+/// error, and so is a `dnssec` table that does not check (see
+/// [`super::dnssec::check`]).
 pub fn zones(
     src: &Source,
     cfg: &[Spanned<ZoneCfg>],
@@ -39,6 +46,9 @@ pub fn zones(
     let mut zones: Vec<Arc<Zone>> = Vec::new();
     let mut zone_index = NameMap::default();
     let mut loaded = 0;
+    let mut dnssec = Vec::new();
+    let mut warnings = Vec::new();
+    let now = super::dnssec::now();
     for (i, z) in cfg.iter().enumerate() {
         let zc = z.get_ref();
         let origin = Name::from_ascii(&zc.origin)
@@ -83,6 +93,17 @@ pub fn zones(
                 format!("zone {} is listed twice", zone.origin_text),
             ));
         }
+        let signed = match &zc.dnssec {
+            Some(d) => Some(Arc::new(super::dnssec::check(
+                src,
+                &zone.origin_text,
+                d,
+                now,
+                &mut warnings,
+            )?)),
+            None => None,
+        };
+        dnssec.push(signed);
         zones.push(zone);
     }
 
@@ -90,5 +111,7 @@ pub fn zones(
         list: zones,
         index: zone_index,
         loaded,
+        dnssec,
+        warnings,
     })
 }

@@ -215,7 +215,7 @@ fn bad_name(name: &str) -> Option<&'static str> {
 }
 
 /// A name lower case with its final dot.
-fn absolute(name: &str) -> String {
+pub fn absolute(name: &str) -> String {
     let n = name.trim().to_ascii_lowercase();
     if n.ends_with('.') {
         n

@@ -57,6 +57,8 @@ pub(super) fn build(
         list: mut zones,
         index: zone_index,
         loaded: zones_loaded,
+        dnssec,
+        warnings: key_warnings,
     } = config::zones::zones(src, &cfg.zone, keep)?;
     cost.part("zones");
 
@@ -184,7 +186,7 @@ pub(super) fn build(
     // Subdivision keys the database never reports can never match: warn
     // (a database may lack a region today and have it after an update, so
     // it is not an error). Only when the database is read anyway.
-    let mut warnings = Vec::new();
+    let mut warnings = key_warnings;
     if let Some(db) = geo.as_deref() {
         let wanted: Vec<_> = geo_names
             .iter()
@@ -242,6 +244,7 @@ pub(super) fn build(
         config_path: src.path.clone(),
         zones,
         zone_index,
+        dnssec,
         pool_answers,
         pools,
         bindings,

@@ -85,6 +85,10 @@ pub struct Engine {
     pub zones: Vec<Arc<Zone>>,
     /// Zone apex (lower-cased wire) to index in `zones`.
     pub zone_index: crate::zone::NameMap<usize>,
+    /// Each zone's checked `dnssec` table (its keys and signing settings),
+    /// indexed like `zones`; None for an unsigned zone. Nothing is signed
+    /// with them yet (#17).
+    pub dnssec: Vec<Option<Arc<crate::config::dnssec::ZoneDnssec>>>,
     /// Every `[pool.NAME]`, in name order; `Target` and geo decisions index into it.
     pub pools: Vec<Pool>,
     /// Dynamic answers per pool, indexed like `pools`; a reload carries

@@ -1,0 +1,181 @@
+//! `[[zone]] dnssec = { keys, signature_validity, refresh, denial }`: the
+//! zone's key pairs loaded and checked (every error at the key's line in the
+//! config, with the key file's own message), and the signing settings.
+//! Nothing is signed here.
+
+use std::time::Duration;
+
+use toml::Spanned;
+
+use super::{DnssecCfg, Source};
+use crate::dnssec::keys::{self, KeyPair};
+use crate::error::LocatedError;
+
+/// How a signed zone proves that a name or type does not exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Denial {
+    /// Compact denial of existence (RFC 9824): one NSEC made per query.
+    Compact,
+}
+
+/// A zone's checked `dnssec` table.
+#[derive(Debug)]
+pub struct ZoneDnssec {
+    /// The key pairs, in config order; none is expired.
+    pub keys: Vec<KeyPair>,
+    /// How long an RRSIG is valid (1 h to 90 days).
+    pub validity: Duration,
+    /// Re-sign once a signature has this long left (less than `validity`).
+    pub refresh: Duration,
+    /// The denial of existence.
+    pub denial: Denial,
+}
+
+impl ZoneDnssec {
+    /// The keys whose DS goes to the parent: every KSK or CSK (flags 257),
+    /// or every key when the zone has none.
+    pub fn entry_keys(&self) -> Vec<&KeyPair> {
+        let ksk: Vec<&KeyPair> = self.keys.iter().filter(|k| k.is_ksk()).collect();
+        if ksk.is_empty() {
+            self.keys.iter().collect()
+        } else {
+            ksk
+        }
+    }
+}
+
+const HOUR: u64 = 3600;
+const DAY: u64 = 86_400;
+
+/// Checks the `dnssec` table of the zone `origin` (absolute, as text):
+/// loads every key for the zone, refuses an expired one (at `now`, Unix
+/// seconds), and checks the durations and the denial. The keys' warnings
+/// (a `.private` file others can read) are added to `warnings`.
+pub fn check(
+    src: &Source,
+    origin: &str,
+    cfg: &Spanned<DnssecCfg>,
+    now: i64,
+    warnings: &mut Vec<String>,
+) -> Result<ZoneDnssec, LocatedError> {
+    let d = cfg.get_ref();
+    let zone_err = |span: std::ops::Range<usize>, m: String| {
+        src.err(span, format!("zone {origin}: dnssec {m}"))
+    };
+    if d.keys.get_ref().is_empty() {
+        return Err(zone_err(
+            d.keys.span(),
+            "keys is empty: list at least one key (meridian dnssec keygen makes one)".into(),
+        ));
+    }
+    let mut out = Vec::new();
+    for k in d.keys.get_ref() {
+        let path = src.resolve(k.get_ref());
+        let key_err = |m: String| zone_err(k.span(), format!("key {:?}: {m}", k.get_ref()));
+        let loaded = keys::load(&path, origin).map_err(|e| key_err(e.to_string()))?;
+        let timing = loaded.key.timing;
+        if timing.expired(now) {
+            let (what, at) = match timing.inactive.filter(|&t| t <= now) {
+                Some(t) => ("Inactive", t),
+                None => ("Delete", timing.delete.unwrap_or_default()),
+            };
+            return Err(key_err(format!(
+                "the key expired: {}: {what} {} is past; remove it from keys or make a new one",
+                loaded.key.private_file.display(),
+                keys::format_timestamp(at)
+            )));
+        }
+        if let Some(dup) = out.iter().find(|o: &&KeyPair| {
+            o.tag == loaded.key.tag && o.dnskey.algorithm == loaded.key.dnskey.algorithm
+        }) {
+            return Err(key_err(format!(
+                "the same key as {} is listed twice",
+                dup.key_file.display()
+            )));
+        }
+        for w in loaded.warnings {
+            let m = format!("warning: zone {origin}: dnssec key {:?}: {w}", k.get_ref());
+            warnings.push(src.err(k.span(), m).to_string());
+        }
+        out.push(loaded.key);
+    }
+    let validity = duration(
+        src,
+        origin,
+        "signature_validity",
+        d.signature_validity.as_ref(),
+        14 * DAY,
+    )?;
+    if !(HOUR..=90 * DAY).contains(&validity.as_secs()) {
+        let span = d
+            .signature_validity
+            .as_ref()
+            .map_or(cfg.span(), |s| s.span());
+        return Err(zone_err(
+            span,
+            format!(
+                "signature_validity must be from 1h to 90d, not {}",
+                humantime::format_duration(validity)
+            ),
+        ));
+    }
+    let refresh = duration(src, origin, "refresh", d.refresh.as_ref(), 7 * DAY)?;
+    if refresh.is_zero() || refresh >= validity {
+        let span = d.refresh.as_ref().map_or(cfg.span(), |s| s.span());
+        return Err(zone_err(
+            span,
+            format!(
+                "refresh must be more than 0 and less than signature_validity ({}), not {}",
+                humantime::format_duration(validity),
+                humantime::format_duration(refresh)
+            ),
+        ));
+    }
+    let denial = match d.denial.as_ref().map(|s| s.get_ref().as_str()) {
+        None | Some("compact") => Denial::Compact,
+        Some(other) => {
+            let span = d.denial.as_ref().map_or(cfg.span(), |s| s.span());
+            return Err(zone_err(
+                span,
+                format!(
+                    "denial {other:?} is not supported: the only one is \"compact\" (RFC 9824)"
+                ),
+            ));
+        }
+    };
+    Ok(ZoneDnssec {
+        keys: out,
+        validity,
+        refresh,
+        denial,
+    })
+}
+
+/// A duration such as "14d", "36h" or "90m"; `default` when absent.
+fn duration(
+    src: &Source,
+    origin: &str,
+    key: &str,
+    v: Option<&Spanned<String>>,
+    default: u64,
+) -> Result<Duration, LocatedError> {
+    let Some(v) = v else {
+        return Ok(Duration::from_secs(default));
+    };
+    humantime::parse_duration(v.get_ref().trim()).map_err(|e| {
+        src.err(
+            v.span(),
+            format!(
+                "zone {origin}: dnssec {key} {:?} is not a duration ({e}; write \"14d\" or \"36h\")",
+                v.get_ref()
+            ),
+        )
+    })
+}
+
+/// The current time in Unix seconds.
+pub fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
