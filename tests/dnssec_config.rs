@@ -20,23 +20,7 @@ const DNSSEC_LINE: usize = 7;
 
 /// `meridian dnssec keygen` in `dir`; the base name it printed.
 fn keygen(dir: &Path, zone: &str, alg: &str, ksk: bool) -> String {
-    let d = dir.display().to_string();
-    let mut args = vec![
-        "dnssec",
-        "keygen",
-        "--zone",
-        zone,
-        "--algorithm",
-        alg,
-        "--dir",
-        &d,
-    ];
-    if ksk {
-        args.push("--ksk");
-    }
-    let (code, out, err) = run(&args);
-    assert_eq!(code, 0, "keygen: {err}");
-    out.trim().to_string()
+    common::dnssec_keygen(dir, zone, alg, ksk)
 }
 
 /// A directory with the zone file and a KSK and ZSK for example.test.;

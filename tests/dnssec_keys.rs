@@ -23,22 +23,7 @@ fn have(tool: &str) -> bool {
 
 /// Runs `meridian dnssec keygen` in `dir`; the path of the `.key` file.
 fn keygen(dir: &Path, alg: &str, ksk: bool) -> PathBuf {
-    let d = dir.display().to_string();
-    let mut args = vec![
-        "dnssec",
-        "keygen",
-        "--zone",
-        ZONE,
-        "--algorithm",
-        alg,
-        "--dir",
-        &d,
-    ];
-    if ksk {
-        args.push("--ksk");
-    }
-    let (code, out, err) = run(&args);
-    assert_eq!(code, 0, "keygen: {err}");
+    let out = common::dnssec_keygen(dir, ZONE, alg, ksk);
     let base = out.trim();
     assert!(base.starts_with("Kexample.test.+0"), "{out}");
     dir.join(format!("{base}.key"))

@@ -23,6 +23,24 @@ use lab_common::{ask, fixture, render, Kind, Meridian, Resolver};
 
 const NAME: &str = "spill.example.test.";
 
+/// tests/data/lab/balancing.toml rendered into a temp dir, the checks on
+/// `check_port`.
+fn fixture_config(tag: &str, check_port: u16) -> (common::TempDir, std::path::PathBuf) {
+    let dir = common::TempDir::new(tag);
+    let text = std::fs::read_to_string(fixture("balancing.toml")).unwrap();
+    let config = dir.write(
+        "balancing.toml",
+        &render(
+            &text,
+            &[
+                ("ROOT", common::root().display().to_string()),
+                ("CHECK_PORT", check_port.to_string()),
+            ],
+        ),
+    );
+    (dir, config)
+}
+
 #[test]
 fn spillover_through_resolvers_gives_no_wrong_answer() {
     // The live primary member's check target.
@@ -33,18 +51,7 @@ fn spillover_through_resolvers_gives_no_wrong_answer() {
             drop(c);
         }
     });
-    let dir = common::TempDir::new("lab-balancing");
-    let text = std::fs::read_to_string(fixture("balancing.toml")).unwrap();
-    let config = dir.write(
-        "balancing.toml",
-        &render(
-            &text,
-            &[
-                ("ROOT", common::root().display().to_string()),
-                ("CHECK_PORT", port.to_string()),
-            ],
-        ),
-    );
+    let (_dir, config) = fixture_config("lab-balancing", port);
     let m = Meridian::start(&config);
     // Wait until the two dead members are out (fall 2 × 200 ms + timeout).
     let split = ["127.0.0.2".to_string(), "127.0.0.4".to_string()];
@@ -110,19 +117,8 @@ fn spillover_through_resolvers_gives_no_wrong_answer() {
 
 #[test]
 fn sticky_through_resolvers_gives_each_block_its_member() {
-    let dir = common::TempDir::new("lab-sticky");
-    let text = std::fs::read_to_string(fixture("balancing.toml")).unwrap();
-    let config = dir.write(
-        "balancing.toml",
-        &render(
-            &text,
-            &[
-                ("ROOT", common::root().display().to_string()),
-                // No backend needed: the sticky pool is unchecked.
-                ("CHECK_PORT", "9".to_string()),
-            ],
-        ),
-    );
+    // No backend needed: the sticky pool is unchecked.
+    let (_dir, config) = fixture_config("lab-sticky", 9);
     let m = Meridian::start(&config);
     let name = "sticky.example.test.";
     // Ground truth: meridian asked directly with the /24 a resolver sends.

@@ -256,6 +256,26 @@ fn members(e: &Engine) -> impl Iterator<Item = (&str, &Member)> {
     })
 }
 
+/// Every (pool, family) that has members.
+fn families(e: &Engine) -> impl Iterator<Item = (&crate::pool::Pool, bool)> {
+    e.pools
+        .iter()
+        .flat_map(|p| [false, true].map(|v6| (p, v6)))
+        .filter(|(p, v6)| !p.family(*v6).is_empty())
+}
+
+/// Every member with its last balancing report, pool by pool.
+fn reports(
+    e: &Engine,
+) -> impl Iterator<Item = (&crate::pool::Pool, &Member, crate::pool::MemberReport)> {
+    families(e).flat_map(|(p, v6)| {
+        p.family(v6)
+            .iter()
+            .zip(p.report[v6 as usize].snapshot())
+            .map(move |(m, r)| (p, m, r))
+    })
+}
+
 fn family_name(v6: bool) -> &'static str {
     if v6 {
         "ipv6"
@@ -298,17 +318,13 @@ fn health(enc: &mut DescriptorEncoder<'_>, e: &Engine) -> fmt::Result {
         "Why a member is in or out of the answers (usable, ejected, kept: ejection cap, kept: panic, down (override), drained), one series set to 1.",
         MetricType::Gauge,
     )?;
-    for p in &e.pools {
-        for v6 in [false, true] {
-            for (m, r) in p.family(v6).iter().zip(p.report[v6 as usize].snapshot()) {
-                let labels = [
-                    ("pool", p.name.clone()),
-                    ("address", m.addr.to_string()),
-                    ("standing", r.standing.name().to_string()),
-                ];
-                gauge(&mut f, &labels, true)?;
-            }
-        }
+    for (p, m, r) in reports(e) {
+        let labels = [
+            ("pool", p.name.clone()),
+            ("address", m.addr.to_string()),
+            ("standing", r.standing.name().to_string()),
+        ];
+        gauge(&mut f, &labels, true)?;
     }
 
     let mut f = family(
@@ -317,23 +333,19 @@ fn health(enc: &mut DescriptorEncoder<'_>, e: &Engine) -> fmt::Result {
         "One factor of a member's effective weight (slow_start, latency, load, runtime); 1 when its rule is off.",
         MetricType::Gauge,
     )?;
-    for p in &e.pools {
-        for v6 in [false, true] {
-            for (m, r) in p.family(v6).iter().zip(p.report[v6 as usize].snapshot()) {
-                for (name, v) in [
-                    ("slow_start", r.slow_start),
-                    ("latency", r.latency),
-                    ("load", r.load),
-                    ("runtime", r.runtime),
-                ] {
-                    let labels = [
-                        ("pool", p.name.clone()),
-                        ("address", m.addr.to_string()),
-                        ("factor", name.to_string()),
-                    ];
-                    f.encode_family(&labels)?.encode_gauge(&v)?;
-                }
-            }
+    for (p, m, r) in reports(e) {
+        for (name, v) in [
+            ("slow_start", r.slow_start),
+            ("latency", r.latency),
+            ("load", r.load),
+            ("runtime", r.runtime),
+        ] {
+            let labels = [
+                ("pool", p.name.clone()),
+                ("address", m.addr.to_string()),
+                ("factor", name.to_string()),
+            ];
+            f.encode_family(&labels)?.encode_gauge(&v)?;
         }
     }
 
@@ -419,14 +431,9 @@ fn health(enc: &mut DescriptorEncoder<'_>, e: &Engine) -> fmt::Result {
         "Whether a pool (per address family) has at least min_up members up.",
         MetricType::Gauge,
     )?;
-    for p in &e.pools {
-        for v6 in [false, true] {
-            if p.family(v6).is_empty() {
-                continue;
-            }
-            let labels = [("pool", p.name.as_str()), ("family", family_name(v6))];
-            gauge(&mut f, &labels, p.gate(v6).up)?;
-        }
+    for (p, v6) in families(e) {
+        let labels = [("pool", p.name.as_str()), ("family", family_name(v6))];
+        gauge(&mut f, &labels, p.gate(v6).up)?;
     }
 
     let mut f = family(
@@ -435,14 +442,9 @@ fn health(enc: &mut DescriptorEncoder<'_>, e: &Engine) -> fmt::Result {
         "Whether a pool (per address family) is in panic: too few members pass their checks (panic_below), so all answer.",
         MetricType::Gauge,
     )?;
-    for p in &e.pools {
-        for v6 in [false, true] {
-            if p.family(v6).is_empty() {
-                continue;
-            }
-            let labels = [("pool", p.name.as_str()), ("family", family_name(v6))];
-            gauge(&mut f, &labels, p.gate(v6).panic)?;
-        }
+    for (p, v6) in families(e) {
+        let labels = [("pool", p.name.as_str()), ("family", family_name(v6))];
+        gauge(&mut f, &labels, p.gate(v6).panic)?;
     }
 
     // Entries that have a check, one series set per (address, port, check).

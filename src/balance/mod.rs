@@ -223,16 +223,10 @@ fn down_since(h: &HealthTable, i: u32) -> Option<SystemTime> {
     h.stats(i).detail().last_change
 }
 
-/// Does `pool`'s decision change with time alone (a slow-start ramp in
-/// progress), so the refresher must come back to it even when nothing in
-/// the health table changed? (Signals change only with a probe, which
-/// moves the table's generation.)
-pub fn timed(pool: &Pool) -> bool {
-    ramping(pool)
-}
-
-/// Is any member of `pool` still ramping up (its last refresh left it
-/// below full weight)?
+/// Does `pool`'s decision change with time alone: is a member still
+/// ramping up (its last refresh left it below full weight)? Then the
+/// refresher comes back to it each second; signals change only with a
+/// probe, which moves the health table's generation.
 pub fn ramping(pool: &Pool) -> bool {
     pool.policy.slow_start.is_some()
         && pool

@@ -359,7 +359,7 @@ async fn refresher(shared: Arc<ServerState>, weights: Arc<crate::engine::Runtime
         let done = tokio::task::spawn_blocking(move || {
             let e = shared2.engine.load_full();
             weights2.catch_up(&e);
-            weights2.rebalance(&e, crate::balance::timed);
+            weights2.rebalance(&e, crate::balance::ramping);
         })
         .await;
         if done.is_err() {

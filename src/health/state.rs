@@ -262,13 +262,7 @@ impl HealthTable {
             Some(s) if s.is_finite() => (s * 1e6).round().clamp(1.0, (NO_SIGNAL - 1) as f64) as u32,
             _ => NO_SIGNAL,
         };
-        let old = self.stats[i as usize]
-            .signals
-            .rtt_us
-            .swap(v, Ordering::Relaxed);
-        if old != v {
-            self.bump();
-        }
+        self.publish_signal(&self.stats[i as usize].signals.rtt_us, v);
     }
 
     /// Publish entry `i`'s damped load, a fraction clamped into 0..=1 (the checker does).
@@ -277,11 +271,12 @@ impl HealthTable {
             Some(l) if l.is_finite() => (l.clamp(0.0, 1.0) as f32).to_bits(),
             _ => NO_SIGNAL,
         };
-        let old = self.stats[i as usize]
-            .signals
-            .load
-            .swap(v, Ordering::Relaxed);
-        if old != v {
+        self.publish_signal(&self.stats[i as usize].signals.load, v);
+    }
+
+    /// Store one signal word; a change moves the generation.
+    fn publish_signal(&self, cell: &AtomicU32, v: u32) {
+        if cell.swap(v, Ordering::Relaxed) != v {
             self.bump();
         }
     }

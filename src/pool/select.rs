@@ -203,25 +203,30 @@ fn rendezvous(
     out: &mut [u16; MAX_MEMBERS],
 ) -> usize {
     let k = k.clamp(1, MAX_SOME).min(cand.len());
-    // Every rank first, in a loop without branches (the hashes and
-    // logarithms of different members overlap in the pipeline), then the
-    // choice.
-    let mut ranks = [0f64; MAX_MEMBERS];
-    for (r, &c) in ranks.iter_mut().zip(cand) {
+    let rank_of = |c: u16| {
         let m = &members[c as usize];
-        *r = rank(exponential(pair(block, m.key)), m.effective());
-    }
-    let ranks = &ranks[..cand.len()];
+        rank(exponential(pair(block, m.key)), m.effective())
+    };
     if k == 1 {
-        let mut best = 0;
-        for (i, &r) in ranks.iter().enumerate() {
-            if r < ranks[best] {
-                best = i;
-            }
+        // The lowest rank, chosen without a branch (a compare and two
+        // selects), so the members' hashes and logarithms overlap.
+        let (mut best, mut best_r) = (cand[0], rank_of(cand[0]));
+        for &c in &cand[1..] {
+            let r = rank_of(c);
+            let lower = r < best_r;
+            best = if lower { c } else { best };
+            best_r = if lower { r } else { best_r };
         }
-        out[0] = cand[best];
+        out[0] = best;
         return 1;
     }
+    // Every rank first, then the K lowest (the ranks overlap in the
+    // pipeline; the insertion below branches).
+    let mut ranks = [0f64; MAX_MEMBERS];
+    for (r, &c) in ranks.iter_mut().zip(cand) {
+        *r = rank_of(c);
+    }
+    let ranks = &ranks[..cand.len()];
     let mut best = [(f64::INFINITY, 0u16); MAX_SOME];
     let mut have = 0;
     for (&r, &c) in ranks.iter().zip(cand) {
@@ -252,14 +257,8 @@ fn p2c(members: &[Member], cand: &[u16], rng: &mut fastrand::Rng) -> usize {
     if cand.len() < 2 {
         return a;
     }
-    // The second draw among the others (a copy of at most 256 indices on
-    // the stack, without `a`).
-    let mut rest = [0u16; MAX_MEMBERS];
-    let k = cand.len() - 1;
-    rest[..a].copy_from_slice(&cand[..a]);
-    rest[a..k].copy_from_slice(&cand[a + 1..]);
-    let b = weighted_pick(members, &rest[..k], rng);
-    let b = if b >= a { b + 1 } else { b };
+    // The second draw among the others.
+    let b = weighted_pick_skipping(members, cand, a, rng);
     let (wa, ra) = members[cand[a] as usize].weight_and_rtt();
     let (wb, rb) = members[cand[b] as usize].weight_and_rtt();
     if ra == 0 || rb == 0 {
@@ -276,13 +275,34 @@ fn p2c(members: &[Member], cand: &[u16], rng: &mut fastrand::Rng) -> usize {
 /// Index into `cand` chosen with probability proportional to effective
 /// weight; uniformly if every candidate has weight 0.
 fn weighted_pick(members: &[Member], cand: &[u16], rng: &mut fastrand::Rng) -> usize {
-    let total: u64 = cand.iter().map(|&c| members[c as usize].effective()).sum();
+    weighted_pick_skipping(members, cand, usize::MAX, rng)
+}
+
+/// [`weighted_pick`] leaving out `cand[skip]` (`usize::MAX`: none), without
+/// copying the candidates.
+fn weighted_pick_skipping(
+    members: &[Member],
+    cand: &[u16],
+    skip: usize,
+    rng: &mut fastrand::Rng,
+) -> usize {
+    let weight = |i: usize, c: u16| {
+        if i == skip {
+            0
+        } else {
+            members[c as usize].effective()
+        }
+    };
+    let total: u64 = cand.iter().enumerate().map(|(i, &c)| weight(i, c)).sum();
     if total == 0 {
-        return rng.usize(..cand.len());
+        // Every weight 0: as if they were equal.
+        let n = cand.len() - usize::from(skip < cand.len());
+        let i = rng.usize(..n);
+        return if i >= skip { i + 1 } else { i };
     }
     let mut r = rng.u64(..total);
     for (i, &c) in cand.iter().enumerate() {
-        let w = members[c as usize].effective();
+        let w = weight(i, c);
         if r < w {
             return i;
         }

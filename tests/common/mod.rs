@@ -702,3 +702,25 @@ pub(crate) fn closed_within(c: &mut TcpStream, limit: Duration) -> Option<Durati
         _ => None,
     }
 }
+
+/// `meridian dnssec keygen --zone ZONE --algorithm ALG [--ksk]` in `dir`;
+/// the base name of the key pair it printed.
+pub(crate) fn dnssec_keygen(dir: &Path, zone: &str, alg: &str, ksk: bool) -> String {
+    let d = dir.display().to_string();
+    let mut args = vec![
+        "dnssec",
+        "keygen",
+        "--zone",
+        zone,
+        "--algorithm",
+        alg,
+        "--dir",
+        &d,
+    ];
+    if ksk {
+        args.push("--ksk");
+    }
+    let (code, out, err) = run(&args);
+    assert_eq!(code, 0, "keygen: {err}");
+    out.trim().to_string()
+}
