@@ -29,22 +29,26 @@ use std::net::IpAddr;
 use std::num::NonZeroU64;
 
 use super::lookup::{Ctx, LookupRc};
+use super::signing::{put_sigs, Deny};
 use super::Owner;
 use crate::engine::{AllDown, Binding, Target};
 use crate::geo::special::special_block;
 use crate::pool::sticky::block_key;
 use crate::pool::{select, Sticky, MAX_MEMBERS, RR_TTL_AT, SHARE_ONE};
 use meridian_wire::ecs::{ClientSubnet, Scope};
-use meridian_wire::writer::Writer;
+use meridian_wire::writer::{Section, Writer};
 
-impl Ctx<'_, '_> {
+impl<'e> Ctx<'e, '_> {
     /// A pool or geo answer.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn dynamic(
         &mut self,
         w: &mut Writer,
         b: u32,
         binding: &Binding,
-        owner: Owner,
+        node: crate::zone::Node<'e>,
+        owner: Owner<'e>,
+        qtype: u16,
         v6: bool,
     ) -> LookupRc {
         let e = self.engine;
@@ -138,6 +142,7 @@ impl Ctx<'_, '_> {
         }
         if !any_family {
             self.negative(w);
+            self.nodata(w, node, owner, qtype, false);
             return LookupRc::NoError;
         }
         let mut out = [0u16; MAX_MEMBERS];
@@ -176,6 +181,7 @@ impl Ctx<'_, '_> {
                     // Resolvers cache this NODATA for every client (RFC 7871
                     // §7.4): keep it short so repair shows quickly.
                     self.negative_ttl(w, binding.degraded_ttl);
+                    self.nodata(w, node, owner, qtype, true);
                     return LookupRc::NoError;
                 }
                 AllDown::Servfail => {
@@ -185,7 +191,9 @@ impl Ctx<'_, '_> {
             },
         };
         let members = e.pools[pool_idx].family(v6);
+        let ttl_n = ttl;
         let ttl = ttl.to_be_bytes();
+        let (mark, an) = (w.len, w.an);
         for &i in &out[..n] {
             // Copy the member's pre-rendered record and patch its TTL.
             let rr = members[i as usize].rr();
@@ -202,9 +210,67 @@ impl Ctx<'_, '_> {
             }
             w.an += 1;
         }
+        if let Some(s) = self.signer {
+            // The RRSIGs of exactly this set of members; until a new set
+            // is signed (a refresh just changed it), the last signed one.
+            let sigs = s.dynamic.load();
+            let key = crate::engine::signed::DynKey {
+                node: node.id(),
+                pool: pool_idx as u32,
+                v6,
+                set: crate::engine::signed::set_key(members, &out[..n]),
+            };
+            match sigs.get(&key) {
+                Some(list) => put_sigs(w, owner, Section::Answer, ttl_n, list),
+                None => {
+                    if let Some((set, list)) = sigs.fallback(node.id(), pool_idx as u32, v6) {
+                        w.truncate(mark);
+                        w.an = an;
+                        for &i in set {
+                            let rr = members[i as usize].rr();
+                            match owner {
+                                Owner::Qname => w.put(rr),
+                                Owner::Name(name) => {
+                                    w.put_name(name);
+                                    w.put(&rr[2..]);
+                                }
+                            }
+                            if !w.overflow {
+                                let at = w.len - rr.len() + RR_TTL_AT;
+                                w.buf[at..at + 4].copy_from_slice(&ttl);
+                            }
+                            w.an += 1;
+                        }
+                        put_sigs(w, owner, Section::Answer, ttl_n, list);
+                    }
+                }
+            }
+        }
         self.scope = self.scope.max(scope);
         self.pool = Some((b, pool_idx as u32));
         LookupRc::NoError
+    }
+
+    /// NODATA at a pool or geo name: its static types and, unless no
+    /// member answers (`none_up`), its address families, but never the
+    /// query's type.
+    fn nodata(
+        &mut self,
+        w: &mut Writer,
+        node: crate::zone::Node<'e>,
+        owner: Owner<'e>,
+        qtype: u16,
+        none_up: bool,
+    ) {
+        if !self.signing() {
+            return;
+        }
+        let extra = if none_up { [0, 0] } else { self.families(node) };
+        let wire = match owner {
+            Owner::Qname => self.qname_wire(),
+            Owner::Name(n) => n,
+        };
+        self.deny(w, owner, wire, Deny::NoData(Some(node), extra), qtype);
     }
 }
 

@@ -16,6 +16,7 @@
 
 use std::net::IpAddr;
 
+use super::signing::{DenialCache, Deny};
 use super::{Owner, Resolved};
 use crate::engine::{Engine, Target};
 use crate::pool::Selector;
@@ -56,6 +57,7 @@ impl Engine {
         q: &Query,
         src: IpAddr,
         sel: &mut Selector,
+        dc: &mut DenialCache,
         room: usize,
     ) -> Resolved {
         let name = &q.qname;
@@ -85,12 +87,20 @@ impl Engine {
                 aa: false,
                 scope: Scope::GLOBAL,
                 pool: None,
+                compact: false,
             };
         };
         let z = &self.zones[zi];
+        // DNSSEC records only for DO=1 (RFC 4035 §3.2.1).
+        let signer = self
+            .signer(zi)
+            .filter(|_| q.edns.is_some_and(|e| e.dnssec_ok));
         let mut ctx = Ctx {
             engine: self,
             sel,
+            signer,
+            statics: signer.map(|s| s.statics.load()),
+            dc,
             zone: z,
             src,
             ecs: q.edns.and_then(|e| e.ecs),
@@ -99,14 +109,25 @@ impl Engine {
             qname: name.as_bytes(),
             chain: [&[]; MAX_CHAIN],
             room,
+            denials: 0,
         };
         let rcode = ctx.lookup(w, name, apex_at, Owner::Qname, q.qtype, 0);
         let aa = rcode != LookupRc::Referral;
+        let compact = ctx.signing();
+        // RFC 9824 §3: a compact denial says NOERROR unless the query set
+        // the Compact Answers OK bit.
+        let rcode = match rcode {
+            LookupRc::NxDomain if compact && !q.edns.is_some_and(|e| e.compact_ok) => {
+                RCODE_NOERROR
+            }
+            rc => rc.rcode(),
+        };
         Resolved {
-            rcode: rcode.rcode(),
+            rcode,
             aa,
             scope: ctx.scope,
             pool: ctx.pool,
+            compact,
         }
     }
 }
@@ -135,6 +156,12 @@ pub(super) struct Ctx<'e, 's> {
     pub(super) engine: &'e Engine,
     /// This thread's random generator and rotation cursors.
     pub(super) sel: &'s mut Selector,
+    /// The zone's signer when the answer is signed (DO=1, signed zone).
+    pub(super) signer: Option<&'e crate::engine::signed::ZoneSigner>,
+    /// Its static signatures, loaded once per answer.
+    pub(super) statics: Option<arc_swap::Guard<std::sync::Arc<crate::engine::signed::StaticSigs>>>,
+    /// This thread's cache of NSEC signatures.
+    pub(super) dc: &'s mut DenialCache,
     zone: &'e Zone,
     pub(super) src: IpAddr,
     pub(super) ecs: Option<ClientSubnet>,
@@ -147,16 +174,41 @@ pub(super) struct Ctx<'e, 's> {
     /// Octets the message may fill (the OPT's room kept): optional
     /// additional records that do not fit are left out, without TC.
     room: usize,
+    /// Negative answers written so far.
+    denials: u32,
 }
 
 impl<'e> Ctx<'e, '_> {
+    /// The zone's apex (lower-cased wire).
+    pub(super) fn zone_origin(&self) -> &'e [u8] {
+        &self.zone.origin
+    }
+
+    /// The TTL of negative answers (RFC 2308 §5, RFC 9077).
+    pub(super) fn zone_negative_ttl(&self) -> u32 {
+        self.zone.negative_ttl
+    }
+
+    /// The query's name (lower-cased wire).
+    pub(super) fn qname_wire(&self) -> &'e [u8] {
+        self.qname
+    }
+
+    /// The wire name `owner` stands for.
+    fn owner_wire(&self, owner: Owner<'e>) -> &'e [u8] {
+        match owner {
+            Owner::Qname => self.qname,
+            Owner::Name(n) => n,
+        }
+    }
+
     /// Look `name` up in the zone; `apex_at` is the label index of the apex.
     fn lookup(
         &mut self,
         w: &mut Writer,
         name: &WireName,
         apex_at: usize,
-        owner: Owner,
+        owner: Owner<'e>,
         qtype: u16,
         depth: usize,
     ) -> LookupRc {
@@ -164,7 +216,11 @@ impl<'e> Ctx<'e, '_> {
         // Walk down from the apex: stop at a zone cut or at the closest encloser.
         let mut encloser = z.apex_node();
         let mut exact = apex_at == 0;
+        // The label index of the next closer name (RFC 5155 §1.3) when
+        // the walk stops short.
+        let mut next_closer = 0;
         for i in (0..apex_at).rev() {
+            next_closer = i;
             match z.get(name.suffix(i)) {
                 Some(node) => {
                     // The parent side answers DS at a cut; we have none, so NODATA.
@@ -191,10 +247,19 @@ impl<'e> Ctx<'e, '_> {
             wild[1] = b'*';
             wild[2..2 + enc.len()].copy_from_slice(enc);
             if let Some(node) = z.get(&wild[..2 + enc.len()]) {
-                return self.answer_node(w, node, owner, qtype, depth);
+                let (ar, denials) = (w.ar, self.denials);
+                let rc = self.answer_node(w, node, owner, qtype, depth);
+                // A positive answer from the wildcard proves that no closer
+                // name exists (not after additional records: sections stay
+                // in order).
+                if rc == LookupRc::NoError && self.denials == denials && w.ar == ar {
+                    self.wildcard_proof(w, name.suffix(next_closer));
+                }
+                return rc;
             }
         }
         self.negative(w);
+        self.deny(w, owner, self.owner_wire(owner), Deny::NxDomain, qtype);
         LookupRc::NxDomain
     }
 
@@ -202,7 +267,7 @@ impl<'e> Ctx<'e, '_> {
         &mut self,
         w: &mut Writer,
         node: Node<'e>,
-        owner: Owner,
+        owner: Owner<'e>,
         qtype: u16,
         depth: usize,
     ) -> LookupRc {
@@ -218,18 +283,19 @@ impl<'e> Ctx<'e, '_> {
                 _ => None,
             };
             if let Some(v6) = family {
-                return self.dynamic(w, b, binding, owner, v6);
+                return self.dynamic(w, b, binding, node, owner, qtype, v6);
             }
         }
         if qtype == TYPE_ANY {
-            return self.any(w, node, owner);
+            return self.any(w, node, owner, qtype);
         }
         // One pass over the RRsets (the common case: the first matches). A
         // CNAME is alone at its name among data (the zone builder enforces
         // it), so it is the first set there.
-        for set in node.rrsets() {
+        for (i, set) in node.rrsets_indexed() {
             if set.rtype == qtype {
                 owner.write_rrset(w, set);
+                self.sign_static(w, owner, Section::Answer, i, set.ttl);
                 if matches!(qtype, TYPE_NS | TYPE_MX | TYPE_SRV) {
                     self.target_addresses(w, set, qtype);
                 }
@@ -243,31 +309,58 @@ impl<'e> Ctx<'e, '_> {
                     break;
                 }
                 owner.write_rrset(w, set);
+                self.sign_static(w, owner, Section::Answer, i, set.ttl);
                 return self.follow(w, set, qtype, depth);
             }
         }
         self.negative(w);
+        let extra = self.families(node);
+        self.deny(w, owner, self.owner_wire(owner), Deny::NoData(Some(node), extra), qtype);
         LookupRc::NoError
+    }
+
+    /// The address types a pool or geo name answers (for its NSEC bitmap).
+    pub(super) fn families(&self, node: Node<'e>) -> [u16; 2] {
+        let Some(b) = node.dynamic() else {
+            return [0, 0];
+        };
+        let binding = &self.engine.bindings[b as usize];
+        let mut out = [0u16; 2];
+        for (k, v6) in [false, true].into_iter().enumerate() {
+            let has = crate::engine::signed::binding_pools(binding)
+                .iter()
+                .any(|&p| !self.engine.pools[p].family(v6).is_empty());
+            if has {
+                out[k] = if v6 { TYPE_AAAA } else { TYPE_A };
+            }
+        }
+        out
     }
 
     /// ANY: one RRset (RFC 8482 §4.1), the smallest on the wire (ties: the
     /// first), so ANY amplifies as little as it can; at an alias, the CNAME
     /// alone (RFC 1034 §4.3.2 step 3a).
-    fn any(&mut self, w: &mut Writer, node: Node<'e>, owner: Owner) -> LookupRc {
-        let mut best: Option<(usize, RRset<'e>)> = None;
-        for set in node.rrsets() {
+    fn any(&mut self, w: &mut Writer, node: Node<'e>, owner: Owner<'e>, qtype: u16) -> LookupRc {
+        let mut best: Option<(usize, u32, RRset<'e>)> = None;
+        for (i, set) in node.rrsets_indexed() {
             if set.rtype == TYPE_CNAME {
-                best = Some((0, set));
+                best = Some((0, i, set));
                 break;
             }
             let size = wire_size(set);
-            if best.is_none_or(|(b, _)| size < b) {
-                best = Some((size, set));
+            if best.is_none_or(|(b, _, _)| size < b) {
+                best = Some((size, i, set));
             }
         }
         match best {
-            Some((_, set)) => owner.write_rrset(w, set),
-            None => self.negative(w),
+            Some((_, i, set)) => {
+                owner.write_rrset(w, set);
+                self.sign_static(w, owner, Section::Answer, i, set.ttl);
+            }
+            None => {
+                self.negative(w);
+                self.deny(w, owner, self.owner_wire(owner), Deny::NoData(Some(node), [0, 0]), qtype);
+            }
         }
         LookupRc::NoError
     }
@@ -325,16 +418,20 @@ impl<'e> Ctx<'e, '_> {
 
     pub(super) fn negative_ttl(&mut self, w: &mut Writer, ttl: u32) {
         let z = self.zone;
-        if let Some(soa) = z.apex_node().rrset(TYPE_SOA) {
-            w.put_rrset(Section::Authority, &z.origin, soa, ttl.min(z.negative_ttl));
+        self.denials += 1;
+        if let Some((i, soa)) = z.apex_node().rrset_indexed(TYPE_SOA) {
+            let ttl = ttl.min(z.negative_ttl);
+            w.put_rrset(Section::Authority, &z.origin, soa, ttl);
+            self.sign_static(w, Owner::Name(&z.origin), Section::Authority, i, ttl);
         }
         // A negative answer never depends on the client (RFC 7871 §7.4).
         self.scope = Scope::GLOBAL;
     }
 
-    fn referral(&mut self, w: &mut Writer, cut: Node<'_>) {
+    fn referral(&mut self, w: &mut Writer, cut: Node<'e>) {
         let Some(ns) = cut.rrset(TYPE_NS) else { return };
         w.put_rrset(Section::Authority, cut.name(), ns, ns.ttl);
+        self.referral_proof(w, cut);
         // RFC 9471: glue for name servers below the cut is required (if it
         // does not fit, the answer is truncated); then the addresses of
         // other in-zone name servers (sibling glue, in-zone data) where

@@ -27,6 +27,7 @@ use crate::zone::RRset;
 mod cookie;
 mod dynamic;
 mod lookup;
+mod signing;
 
 pub use crate::metrics::Outcome;
 pub use dynamic::{geo_client, sticky_block};
@@ -72,6 +73,8 @@ pub struct Scratch {
     pub selector: Selector,
     /// The query carried a valid server cookie (RFC 7873): RRL exempts it.
     pub cookie_valid: bool,
+    /// Signatures of the NSECs this thread made (compact denial).
+    pub denial: signing::DenialCache,
 }
 
 /// Result of resolving inside the zones.
@@ -80,6 +83,8 @@ struct Resolved {
     aa: bool,
     scope: Scope,
     pool: Option<(u32, u32)>,
+    /// Signed with compact denial (RFC 9824): the CO bit is answered.
+    compact: bool,
 }
 
 /// How the owner of answer records is written.
@@ -104,6 +109,7 @@ impl Engine {
             query: q,
             selector,
             cookie_valid,
+            denial,
         } = scratch;
         *cookie_valid = false;
         *outcome = Outcome::default();
@@ -181,10 +187,18 @@ impl Engine {
                 aa: false,
                 scope: Scope::GLOBAL,
                 pool: None,
+                compact: false,
             }
         } else {
             // Optional additional records must leave room for the OPT.
-            self.resolve(&mut w, q, t.src, selector, limit.saturating_sub(opt_octets))
+            self.resolve(
+                &mut w,
+                q,
+                t.src,
+                selector,
+                denial,
+                limit.saturating_sub(opt_octets),
+            )
         };
         outcome.pool = r.pool;
 
@@ -208,6 +222,10 @@ impl Engine {
                 ecs.map(|c| (c, r.scope)),
             );
             w.ar += 1;
+            if r.compact && e.compact_ok && !w.overflow {
+                // RFC 9824 §4: the CO bit back, the NXDOMAIN rcode restored.
+                w.buf[opt_at + 7] |= 0x40;
+            }
             *cookie_valid = self.put_cookie(&mut w, opt_at, req, e.cookie, t.src);
             if let Some(n) = nsid {
                 put_option(&mut w, opt_at, OPT_NSID, &[n]);
@@ -325,6 +343,7 @@ impl Engine {
                 aa: false,
                 scope: Scope::GLOBAL,
                 pool: None,
+                compact: false,
             };
         };
         if q.qtype == TYPE_TXT || q.qtype == TYPE_ANY {
@@ -342,6 +361,7 @@ impl Engine {
             aa: true,
             scope: Scope::GLOBAL,
             pool: None,
+            compact: false,
         }
     }
 }

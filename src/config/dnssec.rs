@@ -29,7 +29,14 @@ pub struct ZoneDnssec {
     pub refresh: Duration,
     /// The denial of existence.
     pub denial: Denial,
+    /// Keys published in the DNSKEY RRset that do not sign (`publish`).
+    pub publish: Vec<KeyPair>,
+    /// Most RRsets one `some K` pool family may need signed (`max_subsets`).
+    pub max_subsets: u64,
 }
+
+/// Default `max_subsets`.
+pub const MAX_SUBSETS: u64 = 4096;
 
 impl ZoneDnssec {
     /// The keys whose DS goes to the parent: every KSK or CSK (flags 257),
@@ -68,8 +75,14 @@ pub fn check(
             "keys is empty: list at least one key (meridian dnssec keygen makes one)".into(),
         ));
     }
-    let mut out = Vec::new();
-    for k in d.keys.get_ref() {
+    let mut out: Vec<KeyPair> = Vec::new();
+    let mut publish: Vec<KeyPair> = Vec::new();
+    let listed = d.keys.get_ref().iter().map(|k| (k, false));
+    let published = d
+        .publish
+        .iter()
+        .flat_map(|p| p.get_ref().iter().map(|k| (k, true)));
+    for (k, publish_only) in listed.chain(published) {
         let path = src.resolve(k.get_ref());
         let key_err = |m: String| zone_err(k.span(), format!("key {:?}: {m}", k.get_ref()));
         let loaded = keys::load(&path, origin).map_err(|e| key_err(e.to_string()))?;
@@ -85,7 +98,7 @@ pub fn check(
                 keys::format_timestamp(at)
             )));
         }
-        if let Some(dup) = out.iter().find(|o: &&KeyPair| {
+        if let Some(dup) = out.iter().chain(publish.iter()).find(|o: &&KeyPair| {
             o.tag == loaded.key.tag && o.dnskey.algorithm == loaded.key.dnskey.algorithm
         }) {
             return Err(key_err(format!(
@@ -97,7 +110,11 @@ pub fn check(
             let m = format!("warning: zone {origin}: dnssec key {:?}: {w}", k.get_ref());
             warnings.push(src.err(k.span(), m).to_string());
         }
-        out.push(loaded.key);
+        if publish_only {
+            publish.push(loaded.key);
+        } else {
+            out.push(loaded.key);
+        }
     }
     let validity = duration(
         src,
@@ -143,11 +160,18 @@ pub fn check(
             ));
         }
     };
+    let max_subsets = d.max_subsets.as_ref().map_or(MAX_SUBSETS, |m| *m.get_ref());
+    if max_subsets == 0 {
+        let span = d.max_subsets.as_ref().map_or(cfg.span(), |s| s.span());
+        return Err(zone_err(span, "max_subsets must be at least 1".into()));
+    }
     Ok(ZoneDnssec {
         keys: out,
         validity,
         refresh,
         denial,
+        publish,
+        max_subsets,
     })
 }
 

@@ -235,6 +235,14 @@ pub struct DnssecCfg {
     /// default and for now the only one).
     #[serde(default)]
     pub denial: Option<Spanned<String>>,
+    /// `publish`: key pairs whose DNSKEY is published but that do not sign
+    /// (a ZSK before or after its turn in a pre-publish rollover).
+    #[serde(default)]
+    pub publish: Option<Spanned<Vec<Spanned<String>>>>,
+    /// `max_subsets`: most RRsets a `some K` pool may need signed, C(n, K)
+    /// per family (default 4096).
+    #[serde(default)]
+    pub max_subsets: Option<Spanned<u64>>,
 }
 
 /// `[pool.NAME]`: a set of addresses answered together.

@@ -2,3 +2,4 @@
 //! `dnssec` config section and denial of existence (issue #17) build on it.
 
 pub mod keys;
+pub mod sign;

@@ -87,6 +87,7 @@ pub(super) fn build(
 
     // Names bound to pools.
     let mut bindings = Vec::new();
+    let mut name_spans = Vec::new();
     let mut bound_at = HashMap::new();
     // Geo names wait for their tables: (binding, rules, span, name).
     let mut geo_names = Vec::new();
@@ -152,6 +153,7 @@ pub(super) fn build(
             let node = zone.node_id(&w);
             zone.set_dynamic(node, b);
         }
+        name_spans.push(span.clone());
         bindings.push(Binding {
             name: text,
             mode: r.mode,
@@ -224,6 +226,16 @@ pub(super) fn build(
     }
 
     cost.part("geo tables");
+    let signers = super::signed::build_signers(
+        src,
+        &mut zones,
+        &dnssec,
+        &bindings,
+        &pools,
+        &name_spans,
+        prev,
+    )?;
+    cost.part("signing");
 
     let health = Arc::new(HealthTable::new(
         &health_specs,
@@ -245,6 +257,7 @@ pub(super) fn build(
         zones,
         zone_index,
         dnssec,
+        signers,
         pool_answers,
         pools,
         bindings,

@@ -4,6 +4,7 @@
 //! the operator's runtime weights and applies them to an engine's pools.
 
 mod build;
+pub mod signed;
 pub mod weights;
 
 use std::path::{Path, PathBuf};
@@ -89,6 +90,9 @@ pub struct Engine {
     /// indexed like `zones`; None for an unsigned zone. Nothing is signed
     /// with them yet (#17).
     pub dnssec: Vec<Option<Arc<crate::config::dnssec::ZoneDnssec>>>,
+    /// Each signed zone's published signatures (static and dynamic),
+    /// indexed like `zones`; see [`signed`].
+    pub signers: Vec<Option<Box<signed::ZoneSigner>>>,
     /// Every `[pool.NAME]`, in name order; `Target` and geo decisions index into it.
     pub pools: Vec<Pool>,
     /// Dynamic answers per pool, indexed like `pools`; a reload carries
@@ -246,6 +250,10 @@ impl Engine {
             for c in crate::balance::refresh(p, &inputs) {
                 changes.push((p.name.as_str(), c));
             }
+        }
+        // Signed answers follow the decisions just published.
+        if self.signers.iter().any(Option::is_some) {
+            self.refresh_signatures(signed::unix_now());
         }
         changes
     }

@@ -195,6 +195,13 @@ impl Member {
         self.eff.load(Ordering::Relaxed) & OUT == 0
     }
 
+    /// The member's own hash (of its address): sticky answers rank by it,
+    /// and a signed pool keys a set of members by their sum.
+    #[inline]
+    pub fn key(&self) -> u64 {
+        self.key
+    }
+
     /// The pre-rendered record; its TTL is at `RR_TTL_AT`.
     #[inline]
     pub fn rr(&self) -> &[u8] {

@@ -158,6 +158,22 @@ impl<'z> Node<'z> {
             .map(move |s| z.view(s))
     }
 
+    /// The RRsets with their indices in the zone's RRset table (what a
+    /// signed zone keys its signatures by, see [`Zone::set_count`]).
+    #[inline]
+    pub fn rrsets_indexed(self) -> impl Iterator<Item = (u32, RRset<'z>)> + Clone {
+        let base = self.rec.sets_off;
+        self.rrsets()
+            .enumerate()
+            .map(move |(k, s)| (base + k as u32, s))
+    }
+
+    /// This name's RRset of type `rtype` with its index, if it has one.
+    #[inline]
+    pub fn rrset_indexed(self, rtype: u16) -> Option<(u32, RRset<'z>)> {
+        self.rrsets_indexed().find(|(_, s)| s.rtype == rtype)
+    }
+
     /// This name's RRset of type `rtype`, if it has one.
     #[inline]
     pub fn rrset(self, rtype: u16) -> Option<RRset<'z>> {
@@ -269,6 +285,56 @@ impl Zone {
     /// Every node, the empty non-terminals included.
     pub fn nodes(&self) -> impl Iterator<Item = Node<'_>> {
         (0..self.nodes.len() as u32).map(|i| self.node_at(i))
+    }
+
+    /// Entries in the RRset table: indices from [`Node::rrsets_indexed`]
+    /// are below it.
+    pub fn set_count(&self) -> usize {
+        self.sets.len()
+    }
+
+    /// A copy whose apex holds `add` (type, TTL, each record's RDATA in wire
+    /// form, no names) in place of any RRsets of those types: how a signed
+    /// zone gets its DNSKEY, CDS and CDNSKEY RRsets (issue #17). The apex's
+    /// RRsets move to the end of the table; the old entries stay unused.
+    pub fn with_apex_sets(&self, add: &[(u16, u32, Vec<Vec<u8>>)]) -> Zone {
+        let mut z = self.clone();
+        let apex = z.nodes[z.apex as usize];
+        let start = z.sets.len() as u32;
+        let o = apex.sets_off as usize;
+        for k in o..o + apex.nsets as usize {
+            if !add.iter().any(|(t, _, _)| *t == z.sets[k].rtype) {
+                let (s, g) = (z.sets[k], z.origins[k]);
+                z.sets.push(s);
+                z.origins.push(g);
+            }
+        }
+        for (rtype, ttl, records) in add {
+            if records.is_empty() {
+                continue;
+            }
+            let data_off = z.data.len() as u32;
+            for r in records {
+                let mut b = meridian_wire::rdata::RdataBuf::new();
+                b.push_bytes(r);
+                meridian_wire::rdata::push_record(&mut z.data, b.as_bytes());
+            }
+            z.sets.push(SetRec {
+                ttl: *ttl,
+                data_off,
+                data_len: z.data.len() as u32 - data_off,
+                rtype: *rtype,
+            });
+            z.origins.push(Origin {
+                rtype: *rtype,
+                file: 0,
+                line: 0,
+            });
+        }
+        let rec = &mut z.nodes[z.apex as usize];
+        rec.sets_off = start;
+        rec.nsets = (z.sets.len() as u32 - start) as u16;
+        z
     }
 
     /// How many nodes the zone has.

@@ -15,6 +15,9 @@ pub struct Edns {
     pub version: u8,
     /// The DO bit (RFC 3225).
     pub dnssec_ok: bool,
+    /// The Compact Answers OK bit (RFC 9824 §4): the rcode of a compact
+    /// denial may say NXDOMAIN.
+    pub compact_ok: bool,
     /// A valid ECS option, if the query had one.
     pub ecs: Option<ClientSubnet>,
     /// Where the COOKIE option's data (RFC 7873) is in the query: offset and
@@ -249,6 +252,7 @@ fn parse_records(
             udp_size: class,
             version: (ttl_hi & 0xFF) as u8,
             dnssec_ok: ttl_lo & 0x8000 != 0,
+            compact_ok: ttl_lo & 0x4000 != 0,
             ecs: None,
             cookie: None,
             nsid: false,

@@ -1,0 +1,290 @@
+//! DNSSEC in answers (RFC 4035 §3.1), for a DO=1 query to a signed zone:
+//! each authoritative RRset is followed by its RRSIGs (copied from the
+//! tables `engine::signed` publishes), and denial of existence is compact
+//! (RFC 9824 §3): one NSEC at the denied name, `\000.<name>` next, whose
+//! bitmap lists the name's types (NXNAME for a name that does not exist).
+//! A wildcard answer carries an NSEC covering the next closer name (RFC
+//! 4035 §3.1.3.3), minimally (RFC 4470 §3); an insecure referral the NSEC
+//! at the cut, without DS (RFC 4035 §3.1.4.1).
+//!
+//! The NSECs are the one thing signed per query; their RRSIGs are kept in
+//! a per-thread [`DenialCache`] of fixed size, so a name signed once is
+//! copied after that. A cache miss signs (tens of microseconds) and the
+//! signer allocates; nothing else here does.
+
+use super::lookup::Ctx;
+use super::Owner;
+use crate::engine::signed::{unix_now, Sigs, ZoneSigner};
+use crate::zone::Node;
+use meridian_wire::writer::{Section, Writer};
+use meridian_wire::*;
+
+use crate::dnssec::sign::{put_type_bitmap, TYPE_NXNAME};
+
+/// Slots in a thread's denial cache.
+const SLOTS: usize = 1024;
+
+#[derive(Default)]
+struct Slot {
+    tag: u64,
+    signer: u64,
+    /// Unix seconds after which the entry is signed again.
+    fresh_until: u64,
+    sigs: Vec<u8>,
+}
+
+/// A thread's cache of online NSEC signatures, direct-mapped by a hash of
+/// (signer, owner, RDATA, TTL); a slot's buffer is reused.
+pub struct DenialCache {
+    slots: Box<[Slot]>,
+    rdata: Vec<u8>,
+    /// Signatures made by this thread (cache misses).
+    pub signed: u64,
+}
+
+impl Default for DenialCache {
+    fn default() -> Self {
+        DenialCache {
+            slots: (0..SLOTS).map(|_| Slot::default()).collect(),
+            rdata: Vec::with_capacity(600),
+            signed: 0,
+        }
+    }
+}
+
+fn tag(signer: u64, owner: &[u8], rdata: &[u8], ttl: u32) -> u64 {
+    use std::hash::Hasher;
+    let mut h = rustc_hash::FxHasher::default();
+    h.write_u64(signer);
+    h.write(owner);
+    h.write(rdata);
+    h.write_u32(ttl);
+    // Never 0: an empty slot does not match.
+    h.finish() | 1
+}
+
+impl DenialCache {
+    /// The slot holding the RRSIGs of the NSEC (`owner`, `self.rdata`,
+    /// `ttl`), signed now if not cached.
+    fn sigs(&mut self, s: &ZoneSigner, apex: &[u8], owner: &[u8], ttl: u32) -> Option<usize> {
+        let t = tag(s.id, owner, &self.rdata, ttl);
+        let at = (t as usize) % SLOTS;
+        let slot = &mut self.slots[at];
+        let now = unix_now();
+        if slot.tag != t || slot.signer != s.id || slot.fresh_until <= now {
+            slot.sigs.clear();
+            slot.tag = 0;
+            let v = s
+                .sign_online(apex, owner, TYPE_NSEC, ttl, &self.rdata, now, &mut slot.sigs)
+                .ok()?;
+            self.signed += 1;
+            slot.tag = t;
+            slot.signer = s.id;
+            slot.fresh_until = u64::from(v.expiration).saturating_sub(s.cfg.refresh.as_secs());
+        }
+        Some(at)
+    }
+}
+
+/// What a denial proves.
+#[derive(Clone, Copy)]
+pub(super) enum Deny<'n> {
+    /// The name does not exist: NXNAME.
+    NxDomain,
+    /// The name exists (or is claimed to, for a wildcard or a pool with
+    /// no usable member) with these RRsets, but not the query's type; the
+    /// optional extra types are a pool's address families.
+    NoData(Option<Node<'n>>, [u16; 2]),
+}
+
+/// Write `sigs` as RRSIG records owned by `owner` in section `s`.
+pub(super) fn put_sigs(w: &mut Writer, owner: Owner, s: Section, ttl: u32, sigs: Sigs<'_>) {
+    for rd in sigs.iter() {
+        match owner {
+            Owner::Qname => w.put_u16(0xC00C),
+            Owner::Name(n) => w.put_name(n),
+        }
+        w.put_u16(TYPE_RRSIG);
+        w.put_u16(CLASS_IN);
+        w.put_u32(ttl);
+        w.put_u16(rd.len() as u16);
+        w.put(rd);
+        match s {
+            Section::Answer => w.an += 1,
+            Section::Authority => w.ns += 1,
+            Section::Additional => w.ar += 1,
+        }
+    }
+}
+
+/// The predecessor of a one-label-longer name in canonical order, for a
+/// minimally covering NSEC (RFC 4470 §3.1.2, simplified): the first label
+/// with its last octet lowered and 0xFF octets appended to 63. None when
+/// the label ends in 0x00 (the name has no short predecessor here).
+fn predecessor(name: &[u8], out: &mut [u8; MAX_NAME + 64]) -> Option<usize> {
+    let len = *name.first()? as usize;
+    if len == 0 || name[len] == 0 {
+        return None;
+    }
+    let rest = &name[1 + len..];
+    // Longest label that keeps the name within 255 octets.
+    let room = MAX_NAME.saturating_sub(rest.len() + 1).min(63);
+    if room < len {
+        return None;
+    }
+    out[0] = room as u8;
+    out[1..=len].copy_from_slice(&name[1..=len]);
+    out[len] -= 1;
+    out[len + 1..=room].fill(0xFF);
+    out[room + 1..room + 1 + rest.len()].copy_from_slice(rest);
+    Some(room + 1 + rest.len())
+}
+
+impl<'e> Ctx<'e, '_> {
+    /// Signing applies to this answer (DO=1 and a signed zone).
+    #[inline]
+    pub(super) fn signing(&self) -> bool {
+        self.signer.is_some()
+    }
+
+    /// The RRSIGs of static RRset `set` after it, if signing.
+    #[inline]
+    pub(super) fn sign_static(&self, w: &mut Writer, owner: Owner, s: Section, set: u32, ttl: u32) {
+        if let Some(st) = &self.statics {
+            put_sigs(w, owner, s, ttl, st.get(set));
+        }
+    }
+
+    /// The NSEC at `owner` with its RRSIGs, in the authority section.
+    fn put_nsec(&mut self, w: &mut Writer, owner: Owner, owner_wire: &[u8], ttl: u32) {
+        let Some(s) = self.signer else { return };
+        let apex = self.zone_origin();
+        let Some(at) = self.dc.sigs(s, apex, owner_wire, ttl) else {
+            return;
+        };
+        let dc = &*self.dc;
+        match owner {
+            Owner::Qname => w.put_u16(0xC00C),
+            Owner::Name(n) => w.put_name(n),
+        }
+        w.put_u16(TYPE_NSEC);
+        w.put_u16(CLASS_IN);
+        w.put_u32(ttl);
+        w.put_u16(dc.rdata.len() as u16);
+        w.put(&dc.rdata);
+        w.ns += 1;
+        put_sigs(w, owner, Section::Authority, ttl, Sigs(&dc.slots[at].sigs));
+    }
+
+    /// The compact NSEC for a denial of `owner_wire` (written as `owner`),
+    /// after the SOA the caller wrote.
+    pub(super) fn deny(
+        &mut self,
+        w: &mut Writer,
+        owner: Owner,
+        owner_wire: &[u8],
+        what: Deny<'_>,
+        qtype: u16,
+    ) {
+        if !self.signing() {
+            return;
+        }
+        let mut types = [0u16; 64];
+        let mut n = 0;
+        let mut add = |t: u16, types: &mut [u16; 64]| {
+            if n < types.len() && t != qtype && !types[..n].contains(&t) {
+                types[n] = t;
+                n += 1;
+            }
+        };
+        add(TYPE_RRSIG, &mut types);
+        add(TYPE_NSEC, &mut types);
+        match what {
+            Deny::NxDomain => add(TYPE_NXNAME, &mut types),
+            Deny::NoData(node, extra) => {
+                if let Some(node) = node {
+                    for s in node.rrsets() {
+                        if !matches!(s.rtype, TYPE_RRSIG | TYPE_NSEC) {
+                            add(s.rtype, &mut types);
+                        }
+                    }
+                }
+                for t in extra.into_iter().filter(|&t| t != 0) {
+                    add(t, &mut types);
+                }
+            }
+        }
+        let rd = &mut self.dc.rdata;
+        rd.clear();
+        rd.push(1);
+        rd.push(0);
+        rd.extend_from_slice(owner_wire);
+        put_type_bitmap(&types[..n], rd);
+        let ttl = self.zone_negative_ttl();
+        self.put_nsec(w, owner, owner_wire, ttl);
+    }
+
+    /// RFC 4035 §3.1.3.3: a wildcard answer proves that the next closer
+    /// name `nc` does not exist, with an NSEC from just before it to just
+    /// after it (`nc` with a 0x00 octet on its first label), which covers
+    /// every name under `nc` too.
+    pub(super) fn wildcard_proof(&mut self, w: &mut Writer, nc: &[u8]) {
+        if !self.signing() {
+            return;
+        }
+        let mut pred = [0u8; MAX_NAME + 64];
+        let Some(plen) = predecessor(nc, &mut pred) else {
+            return;
+        };
+        let len = nc[0] as usize;
+        if len >= 63 || nc.len() + 1 > MAX_NAME {
+            return;
+        }
+        let rd = &mut self.dc.rdata;
+        rd.clear();
+        rd.push(len as u8 + 1);
+        rd.extend_from_slice(&nc[1..=len]);
+        rd.push(0);
+        rd.extend_from_slice(&nc[1 + len..]);
+        put_type_bitmap(&[TYPE_RRSIG, TYPE_NSEC], rd);
+        let owner = &pred[..plen];
+        let ttl = self.zone_negative_ttl();
+        self.put_nsec(w, Owner::Name(owner), owner, ttl);
+    }
+
+    /// A referral's DNSSEC part (RFC 4035 §3.1.4.1): the cut's DS RRset
+    /// with its RRSIGs, or the NSEC proving it has none.
+    pub(super) fn referral_proof(&mut self, w: &mut Writer, cut: Node<'e>) {
+        if !self.signing() {
+            return;
+        }
+        if let Some((i, ds)) = cut.rrset_indexed(TYPE_DS) {
+            w.put_rrset(Section::Authority, cut.name(), ds, ds.ttl);
+            self.sign_static(w, Owner::Name(cut.name()), Section::Authority, i, ds.ttl);
+        } else {
+            self.deny(
+                w,
+                Owner::Name(cut.name()),
+                cut.name(),
+                Deny::NoData(Some(cut), [0, 0]),
+                TYPE_DS,
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn predecessor_sorts_just_before() {
+        let mut out = [0u8; MAX_NAME + 64];
+        let n = predecessor(b"\x03foo\x04test\x00", &mut out).unwrap();
+        assert_eq!(out[0], 63);
+        assert_eq!(&out[1..4], b"fon");
+        assert!(out[4..64].iter().all(|&b| b == 0xFF));
+        assert_eq!(&out[64..n], b"\x04test\x00");
+        assert!(predecessor(b"\x02a\x00\x04test\x00", &mut out).is_none());
+    }
+}
