@@ -94,6 +94,7 @@ const TYPE_MX: u16 = 15;
 const TYPE_TXT: u16 = 16;
 const TYPE_AAAA: u16 = 28;
 const TYPE_SRV: u16 = 33;
+const TYPE_DS: u16 = 43;
 
 /// Parse `path` with initial origin `origin` (lower-cased wire name,
 /// absolute). Follows `$INCLUDE` relative to the including file's
@@ -1067,6 +1068,51 @@ fn known_rdata(
         }
         TYPE_SOA => soa_rdata(fields, origin, bufs).map_err(bad)?,
         TYPE_TXT => txt_rdata(fields, bufs).map_err(bad)?,
+        // RFC 4034 §5.3: key tag, algorithm, digest type, digest in hex
+        // (which may be split by spaces): a signed delegation's DS.
+        TYPE_DS => {
+            let mut ds = || -> Result<(), String> {
+                if fields.len() < 4 {
+                    return Err(format!("expected key tag, algorithm, digest type and digest, found {} field(s)", fields.len()));
+                }
+                let piece = &mut bufs.piece;
+                piece.clear();
+                piece.extend_from_slice(&u16_field(&fields[0], "key tag")?.to_be_bytes());
+                for (field, what) in fields[1..3].iter().zip(["algorithm", "digest type"]) {
+                    let w = word_field(field, what)?;
+                    let v: u8 = w
+                        .parse()
+                        .map_err(|_| format!("{what} '{w}' is not a number from 0 to 255"))?;
+                    piece.push(v);
+                }
+                let mut hex = String::new();
+                for f in &fields[3..] {
+                    hex.push_str(word_field(f, "digest")?);
+                }
+                if hex.len() % 2 != 0 || hex.is_empty() {
+                    return Err(format!("digest '{hex}' is not an even number of hex digits"));
+                }
+                for i in (0..hex.len()).step_by(2) {
+                    let b = u8::from_str_radix(&hex[i..i + 2], 16)
+                        .map_err(|_| format!("digest '{hex}' is not hex"))?;
+                    piece.push(b);
+                }
+                let want = match piece[3] {
+                    1 => Some(20),
+                    2 => Some(32),
+                    4 => Some(48),
+                    _ => None,
+                };
+                if let Some(n) = want {
+                    if piece.len() - 4 != n {
+                        return Err(format!("a digest of type {} has {n} octets, not {}", piece[3], piece.len() - 4));
+                    }
+                }
+                bufs.rdata.push_bytes(piece);
+                Ok(())
+            };
+            ds().map_err(bad)?;
+        }
         _ => {
             let rt = RecordType::from(rtype);
             let rdata = match rt {

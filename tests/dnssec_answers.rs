@@ -1,0 +1,190 @@
+//! Signed answers (#17): for a DO=1 query to a signed zone every
+//! authoritative RRset comes with its RRSIGs and denial is compact (RFC
+//! 9824): one NSEC at the name, NXNAME for a name that does not exist,
+//! NOERROR unless the query sets Compact Answers OK. delv validates static
+//! names, every pool mode, a geo name, CNAME, wildcard, NXDOMAIN, NODATA,
+//! the DS denial of an insecure delegation and the DS of a signed one,
+//! against the KSK as trust anchor; with another key as anchor it fails.
+//! DO=0 answers carry no DNSSEC records.
+
+mod common;
+mod signed_common;
+
+use common::{Q, Server};
+use hickory_proto::rr::RecordType;
+use signed_common::{delv, have_delv, Signed};
+
+/// Names and types delv must validate, with the verdict.
+const CASES: &[(&str, &str, &str)] = &[
+    ("www.example.test", "A", "validated"),
+    ("www.example.test", "AAAA", "validated"),
+    ("www.example.test", "TXT", "validated"),
+    ("example.test", "MX", "validated"),
+    ("example.test", "SOA", "validated"),
+    ("example.test", "NS", "validated"),
+    ("example.test", "DNSKEY", "validated"),
+    ("example.test", "CDS", "validated"),
+    ("example.test", "CDNSKEY", "validated"),
+    ("alias.example.test", "A", "validated"),
+    ("x.wild.example.test", "A", "validated"),
+    ("a.b.wild.example.test", "TXT", "validated"),
+    ("all.example.test", "A", "validated"),
+    ("all.example.test", "AAAA", "validated"),
+    ("rotate.example.test", "A", "validated"),
+    ("one.example.test", "A", "validated"),
+    ("some.example.test", "A", "validated"),
+    ("geo.example.test", "A", "validated"),
+    ("geo.example.test", "TXT", "validated"),
+    ("nope.example.test", "A", "negative"),
+    ("a.nope.example.test", "AAAA", "negative"),
+    ("www.example.test", "MX", "negative"),
+    ("geo.example.test", "AAAA", "negative"),
+    ("x.wild.example.test", "MX", "negative"),
+    ("sub.example.test", "DS", "negative"),
+    ("sec.example.test", "DS", "validated"),
+];
+
+#[test]
+fn delv_validates_every_kind_of_answer() {
+    if !have_delv("delv_validates_every_kind_of_answer") {
+        return;
+    }
+    for zsk in ["ecdsap256", "ed25519"] {
+        let z = Signed::new("signed-delv", zsk, "");
+        let s = Server::start(&z.config, &[]);
+        let anchors = z.anchor(&z.ksk);
+        for (name, t, want) in CASES {
+            let got = delv(s.port(), &anchors, name, t);
+            assert_eq!(&got, want, "{name} {t} (ZSK {zsk})");
+        }
+    }
+}
+
+#[test]
+fn another_key_as_trust_anchor_fails() {
+    if !have_delv("another_key_as_trust_anchor_fails") {
+        return;
+    }
+    let z = Signed::new("signed-forged", "ecdsap256", "");
+    let s = Server::start(&z.config, &[]);
+    // A KSK meridian does not hold: nothing may validate.
+    let other = common::dnssec_keygen(&z.dir.0, "example.test", "ecdsap256", true);
+    let anchors = z.anchor(&other);
+    for (name, t, _) in CASES.iter().take(4) {
+        let got = delv(s.port(), &anchors, name, t);
+        assert!(
+            got != "validated" && got != "negative",
+            "{name} {t} validated against a foreign anchor"
+        );
+    }
+}
+
+fn types_in(s: &[String], t: &str) -> usize {
+    s.iter().filter(|r| r.split_whitespace().nth(3) == Some(t)).count()
+}
+
+#[test]
+fn signatures_only_for_do() {
+    let z = Signed::new("signed-do", "ecdsap256", "");
+    let s = Server::start(&z.config, &[]);
+    for name in ["www.example.test.", "all.example.test.", "one.example.test."] {
+        let plain = s.dig(&Q::new(name, RecordType::A).edns(1232));
+        assert_eq!(types_in(&plain.answer(), "RRSIG"), 0, "{name} DO=0");
+        let mut q = Q::new(name, RecordType::A).edns(1232);
+        q.dnssec_ok = true;
+        let signed = s.dig(&q);
+        // One RRSIG per ZSK (one here) after the addresses.
+        assert_eq!(types_in(&signed.answer(), "RRSIG"), 1, "{name} DO=1: {:?}", signed.answer());
+        assert!(types_in(&signed.answer(), "A") >= 1);
+    }
+    // DNSKEY: signed by the KSK only.
+    let mut q = Q::new("example.test.", RecordType::DNSKEY).edns(1232);
+    q.dnssec_ok = true;
+    let r = s.dig(&q);
+    assert_eq!(types_in(&r.answer(), "DNSKEY"), 2);
+    assert_eq!(types_in(&r.answer(), "RRSIG"), 1);
+}
+
+#[test]
+fn compact_denial_and_the_co_bit() {
+    let z = Signed::new("signed-compact", "ecdsap256", "");
+    let s = Server::start(&z.config, &[]);
+    // DO=0: a plain NXDOMAIN with the SOA.
+    let r = s.dig(&Q::new("nope.example.test.", RecordType::A).edns(1232));
+    assert_eq!(r.rcode(), 3);
+    assert_eq!(r.authority().len(), 1);
+    // DO=1: NOERROR, SOA + RRSIG, and one NSEC at the name with
+    // `\000.<name>` next and RRSIG NSEC NXNAME, + RRSIG.
+    let mut q = Q::new("nope.example.test.", RecordType::A).edns(1232);
+    q.dnssec_ok = true;
+    let d = s.dig(&q);
+    assert_eq!(d.rcode(), 0, "{:?}", d.authority());
+    let auth = d.authority();
+    assert_eq!(types_in(&auth, "NSEC"), 1, "{auth:?}");
+    assert_eq!(types_in(&auth, "RRSIG"), 2, "{auth:?}");
+    let nsec = auth.iter().find(|r| r.split_whitespace().nth(3) == Some("NSEC")).unwrap();
+    assert!(nsec.starts_with("nope.example.test."), "{nsec}");
+    assert!(nsec.contains("\\000.nope.example.test."), "{nsec}");
+    // hickory prints NXNAME (128), which it does not know, as Unknown.
+    assert!(nsec.ends_with("RRSIG NSEC Unknown"), "{nsec}");
+    // NODATA: the NSEC lists the name's types, not the asked one.
+    let mut q = Q::new("www.example.test.", RecordType::MX).edns(1232);
+    q.dnssec_ok = true;
+    let auth = s.dig(&q).authority();
+    let nsec = auth.iter().find(|r| r.split_whitespace().nth(3) == Some("NSEC")).unwrap();
+    for t in ["A", "AAAA", "TXT", "RRSIG", "NSEC"] {
+        assert!(nsec.split_whitespace().any(|w| w == t), "{t} in {nsec}");
+    }
+    assert!(!nsec.split_whitespace().skip(5).any(|w| w == "MX"), "{nsec}");
+    assert!(!nsec.contains("Unknown"), "{nsec}");
+    // Compact Answers OK (EDNS flag 0x4000): NXDOMAIN, and CO set back.
+    let req = meridian_wire::build::QueryBuilder::new("nope.example.test.", 1)
+        .id(7)
+        .opt(meridian_wire::build::Opt {
+            udp_size: 1232,
+            flags: 0xC000,
+            ..Default::default()
+        })
+        .build();
+    let r = s.ask(&req);
+    assert_eq!(r.rcode(), 3);
+    let (_, ttl, _) = r.opt().unwrap();
+    assert_eq!(ttl & 0xC000, 0xC000, "DO and CO in the response's OPT");
+    // Without DO, the CO bit changes nothing and is not answered.
+    let req = meridian_wire::build::QueryBuilder::new("nope.example.test.", 1)
+        .id(8)
+        .opt(meridian_wire::build::Opt {
+            udp_size: 1232,
+            flags: 0x4000,
+            ..Default::default()
+        })
+        .build();
+    let r = s.ask(&req);
+    assert_eq!(r.rcode(), 3);
+    assert_eq!(r.opt().unwrap().1 & 0x4000, 0);
+}
+
+#[test]
+fn insecure_referral_proves_no_ds_and_signed_one_carries_it() {
+    let z = Signed::new("signed-referral", "ecdsap256", "");
+    let s = Server::start(&z.config, &[]);
+    let mut q = Q::new("host.sub.example.test.", RecordType::A).edns(1232);
+    q.dnssec_ok = true;
+    let r = s.dig(&q);
+    let auth = r.authority();
+    assert_eq!(types_in(&auth, "NS"), 1, "{auth:?}");
+    let nsec = auth
+        .iter()
+        .find(|r| r.split_whitespace().nth(3) == Some("NSEC"))
+        .expect("NSEC for the cut");
+    assert!(nsec.starts_with("sub.example.test."), "{nsec}");
+    assert!(!nsec.split_whitespace().skip(5).any(|w| w == "DS"), "{nsec}");
+    assert_eq!(types_in(&auth, "RRSIG"), 1, "only the NSEC is signed: {auth:?}");
+    // A signed delegation: its DS and the DS's RRSIG, NS unsigned.
+    let mut q = Q::new("host.sec.example.test.", RecordType::A).edns(1232);
+    q.dnssec_ok = true;
+    let auth = s.dig(&q).authority();
+    assert_eq!(types_in(&auth, "DS"), 1, "{auth:?}");
+    assert_eq!(types_in(&auth, "RRSIG"), 1, "{auth:?}");
+    assert_eq!(types_in(&auth, "NSEC"), 0, "{auth:?}");
+}
