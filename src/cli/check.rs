@@ -26,9 +26,17 @@ pub fn summary(e: &Engine) -> String {
                     let role = if k.is_ksk() { "KSK" } else { "ZSK" };
                     format!("{role} {} alg {}", k.tag, k.dnskey.algorithm)
                 })
+                .chain(
+                    d.publish
+                        .iter()
+                        .map(|k| format!("published {} alg {}", k.tag, k.dnskey.algorithm)),
+                )
                 .collect();
+            let (st, dy) = e.signer(i).map_or((0, 0), |s| {
+                (s.statics.load().count, s.dynamic.load().count)
+            });
             s.push_str(&format!(
-                "zone {}: dnssec keys [{}], signature validity {}, refresh {}, compact denial (not signed yet)\n",
+                "zone {}: dnssec keys [{}], signature validity {}, refresh {}, compact denial; signed {st} static and {dy} pool RRsets\n",
                 z.origin_text,
                 keys.join(", "),
                 humantime::format_duration(d.validity),

@@ -109,13 +109,14 @@ impl<'a> Keys<'a> {
             (_, true) => (ksk.clone(), ksk),
             _ => (ksk, zsk),
         };
-        let refresh = cfg.refresh.as_secs();
+        let (validity, refresh) = (cfg.validity.as_secs(), cfg.refresh.as_secs());
         Keys {
             apex,
             ksk,
             zsk,
-            validity: cfg.validity.as_secs(),
-            jitter: (refresh / 4).min(86_400),
+            validity,
+            // Never so much that a new signature is already due.
+            jitter: (refresh / 4).min((validity - refresh) / 2).min(86_400),
             refresh,
         }
     }
