@@ -3,6 +3,7 @@
 //! config, with the key file's own message), and the signing settings.
 //! Nothing is signed here.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use toml::Spanned;
@@ -22,7 +23,7 @@ pub enum Denial {
 #[derive(Debug)]
 pub struct ZoneDnssec {
     /// The key pairs, in config order; none is expired.
-    pub keys: Vec<KeyPair>,
+    pub keys: Vec<Arc<KeyPair>>,
     /// How long an RRSIG is valid (1 h to 90 days).
     pub validity: Duration,
     /// Re-sign once a signature has this long left (less than `validity`).
@@ -30,7 +31,7 @@ pub struct ZoneDnssec {
     /// The denial of existence.
     pub denial: Denial,
     /// Keys published in the DNSKEY RRset that do not sign (`publish`).
-    pub publish: Vec<KeyPair>,
+    pub publish: Vec<Arc<KeyPair>>,
     /// Most RRsets one `some K` pool family may need signed (`max_subsets`).
     pub max_subsets: u64,
 }
@@ -42,9 +43,9 @@ impl ZoneDnssec {
     /// The keys whose DS goes to the parent: every KSK or CSK (flags 257),
     /// or every key when the zone has none.
     pub fn entry_keys(&self) -> Vec<&KeyPair> {
-        let ksk: Vec<&KeyPair> = self.keys.iter().filter(|k| k.is_ksk()).collect();
+        let ksk: Vec<&KeyPair> = self.keys.iter().map(|k| &**k).filter(|k| k.is_ksk()).collect();
         if ksk.is_empty() {
-            self.keys.iter().collect()
+            self.keys.iter().map(|k| &**k).collect()
         } else {
             ksk
         }
@@ -75,8 +76,8 @@ pub fn check(
             "keys is empty: list at least one key (meridian dnssec keygen makes one)".into(),
         ));
     }
-    let mut out: Vec<KeyPair> = Vec::new();
-    let mut publish: Vec<KeyPair> = Vec::new();
+    let mut out: Vec<Arc<KeyPair>> = Vec::new();
+    let mut publish: Vec<Arc<KeyPair>> = Vec::new();
     let listed = d.keys.get_ref().iter().map(|k| (k, false));
     let published = d
         .publish
@@ -85,8 +86,9 @@ pub fn check(
     for (k, publish_only) in listed.chain(published) {
         let path = src.resolve(k.get_ref());
         let key_err = |m: String| zone_err(k.span(), format!("key {:?}: {m}", k.get_ref()));
-        let loaded = keys::load(&path, origin).map_err(|e| key_err(e.to_string()))?;
-        let timing = loaded.key.timing;
+        let (key, key_warnings) =
+            keys::load_shared(&path, origin).map_err(|e| key_err(e.to_string()))?;
+        let timing = key.timing;
         if timing.expired(now) {
             let (what, at) = match timing.inactive.filter(|&t| t <= now) {
                 Some(t) => ("Inactive", t),
@@ -94,26 +96,28 @@ pub fn check(
             };
             return Err(key_err(format!(
                 "the key expired: {}: {what} {} is past; remove it from keys or make a new one",
-                loaded.key.private_file.display(),
+                key.private_file.display(),
                 keys::format_timestamp(at)
             )));
         }
-        if let Some(dup) = out.iter().chain(publish.iter()).find(|o: &&KeyPair| {
-            o.tag == loaded.key.tag && o.dnskey.algorithm == loaded.key.dnskey.algorithm
-        }) {
+        if let Some(dup) = out
+            .iter()
+            .chain(publish.iter())
+            .find(|o| o.tag == key.tag && o.dnskey.algorithm == key.dnskey.algorithm)
+        {
             return Err(key_err(format!(
                 "the same key as {} is listed twice",
                 dup.key_file.display()
             )));
         }
-        for w in loaded.warnings {
+        for w in key_warnings {
             let m = format!("warning: zone {origin}: dnssec key {:?}: {w}", k.get_ref());
             warnings.push(src.err(k.span(), m).to_string());
         }
         if publish_only {
-            publish.push(loaded.key);
+            publish.push(key);
         } else {
-            out.push(loaded.key);
+            out.push(key);
         }
     }
     let validity = duration(

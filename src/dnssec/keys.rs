@@ -539,6 +539,48 @@ impl Private {
     }
 }
 
+/// A key file's identity on disk: a reload may reuse a key pair read
+/// before whose files still look like this (size, mtime, inode).
+type Stamp = (u64, std::time::SystemTime, u64);
+
+fn stamp(p: &Path) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(p).ok()?;
+    Some((m.len(), m.modified().ok()?, m.ino()))
+}
+
+/// Key pairs read by this process, by `.key` path.
+type Cache = std::collections::HashMap<PathBuf, (Stamp, Stamp, String, std::sync::Arc<KeyPair>)>;
+
+static CACHE: std::sync::Mutex<Option<Cache>> = std::sync::Mutex::new(None);
+
+/// [`load`], but a pair this process already read from files that look
+/// unchanged is shared rather than read again: the `.private` file is
+/// often readable only by root, and reloads run after the privileges
+/// drop. The first load (before the drop) reads and checks it.
+pub fn load_shared(path: &Path, zone: &str) -> Result<(std::sync::Arc<KeyPair>, Vec<String>), LocatedError> {
+    let (key_file, private_file) = key_paths(path);
+    let stamps = stamp(&key_file).zip(stamp(&private_file));
+    let zone_abs = absolute(zone);
+    if let Some((k, p)) = stamps {
+        let cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((ks, ps, z, pair)) = cache.as_ref().and_then(|c| c.get(&key_file)) {
+            if *ks == k && *ps == p && *z == zone_abs {
+                return Ok((pair.clone(), Vec::new()));
+            }
+        }
+    }
+    let loaded = load(path, zone)?;
+    let pair = std::sync::Arc::new(loaded.key);
+    if let Some((k, p)) = stamps {
+        let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        cache
+            .get_or_insert_with(Default::default)
+            .insert(key_file, (k, p, zone_abs, pair.clone()));
+    }
+    Ok((pair, loaded.warnings))
+}
+
 /// Loads the key pair `path` names (its `.key`, its `.private` or their
 /// base name) and checks it belongs to `zone`.
 pub fn load(path: &Path, zone: &str) -> Result<Loaded, LocatedError> {

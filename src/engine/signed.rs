@@ -101,7 +101,7 @@ impl<'a> Keys<'a> {
     /// sign the key RRsets, ZSKs the rest; a zone with only one kind uses
     /// it for both (a CSK).
     pub fn of(apex: &'a [u8], cfg: &'a ZoneDnssec) -> Keys<'a> {
-        let signing: Vec<&KeyPair> = cfg.keys.iter().collect();
+        let signing: Vec<&KeyPair> = cfg.keys.iter().map(|k| &**k).collect();
         let ksk: Vec<&KeyPair> = signing.iter().copied().filter(|k| k.is_ksk()).collect();
         let zsk: Vec<&KeyPair> = signing.iter().copied().filter(|k| !k.is_ksk()).collect();
         let (ksk, zsk) = match (ksk.is_empty(), zsk.is_empty()) {

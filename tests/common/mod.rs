@@ -724,3 +724,45 @@ pub(crate) fn dnssec_keygen(dir: &Path, zone: &str, alg: &str, ksk: bool) -> Str
     assert_eq!(code, 0, "keygen: {err}");
     out.trim().to_string()
 }
+
+/// Start `meridian serve` as the harness does, but without its
+/// `--allow-root` (which keeps root), so that `user` applies.
+pub(crate) fn start_without_allow_root(cfg: &std::path::Path) -> Server {
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let mut child = Command::new(BIN)
+        .args(["serve", "--config", cfg.to_str().unwrap()])
+        .args([
+            "--listen",
+            &addr.to_string(),
+            "--http-listen",
+            "none",
+            "--workers",
+            "1",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = child.stderr.take().unwrap();
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let l2 = lines.clone();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+            l2.lock().unwrap().push(line);
+        }
+    });
+    let s = Server {
+        child,
+        addr,
+        stderr: lines,
+        config: cfg.to_path_buf(),
+    };
+    assert!(
+        s.wait_log("meridian: ready", Duration::from_secs(20)),
+        "did not start: {:?}",
+        s.stderr.lock().unwrap()
+    );
+    s
+}
