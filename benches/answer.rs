@@ -26,10 +26,15 @@ fn engine_at(cfg: &str) -> Engine {
 const MODES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/modes.toml");
 
 fn query(name: &str, t: RecordType, ecs: Option<(IpAddr, u8)>) -> Vec<u8> {
+    query_with(name, t, ecs, false)
+}
+
+fn query_with(name: &str, t: RecordType, ecs: Option<(IpAddr, u8)>, dnssec_ok: bool) -> Vec<u8> {
     let mut m = Message::new(0x1234, MessageType::Query, OpCode::Query);
     m.add_query(Query::query(Name::from_ascii(name).unwrap(), t));
     let mut e = Edns::new();
     e.set_max_payload(1232);
+    e.set_dnssec_ok(dnssec_ok);
     if let Some((a, l)) = ecs {
         e.options_mut()
             .insert(EdnsOption::Subnet(ClientSubnet::new(a, l, 0)));
@@ -129,6 +134,11 @@ fn pool_p2c_16(b: divan::Bencher) {
 
 /// 4096 ECS /24s spread over the IPv4 space (deterministic), for `name`.
 fn ecs_queries(name: &str) -> Vec<Vec<u8>> {
+    ecs_queries_with(name, false)
+}
+
+/// [`ecs_queries`], with the DO bit or not.
+fn ecs_queries_with(name: &str, dnssec_ok: bool) -> Vec<Vec<u8>> {
     let mut x: u32 = 0x9E37_79B9;
     (0..4096)
         .map(|_| {
@@ -136,7 +146,7 @@ fn ecs_queries(name: &str) -> Vec<Vec<u8>> {
             x ^= x >> 17;
             x ^= x << 5;
             let a = IpAddr::from((x & 0xFFFF_FF00).to_be_bytes());
-            query(name, RecordType::A, Some((a, 24)))
+            query_with(name, RecordType::A, Some((a, 24)), dnssec_ok)
         })
         .collect()
 }
@@ -173,4 +183,88 @@ fn geo_ecs_threads(b: divan::Bencher) {
         let q = &qs[*i % qs.len()];
         divan::black_box(e.answer(q, t, scratch, out, outcome))
     });
+}
+
+/// The bundled example signed (#17): a KSK and a ZSK (ECDSA P-256) made
+/// into a temporary folder, the example's zone and database by absolute
+/// path, and a `dnssec` table.
+fn signed_engine() -> Engine {
+    use meridian::dnssec::keys::{generate, GenAlgorithm};
+    let root = env!("CARGO_MANIFEST_DIR");
+    let dir = std::env::temp_dir().join(format!("meridian-bench-signed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut names = Vec::new();
+    for ksk in [true, false] {
+        let g = generate("example.test", GenAlgorithm::EcdsaP256, ksk, 0).unwrap();
+        std::fs::write(dir.join(format!("{}.key", g.base)), &g.key_text).unwrap();
+        std::fs::write(dir.join(format!("{}.private", g.base)), &g.private_text).unwrap();
+        names.push(format!("\"{}/{}\"", dir.display(), g.base));
+    }
+    let cfg = std::fs::read_to_string(format!("{root}/zones/meridian.toml"))
+        .unwrap()
+        .replace("../geo/example.mmdb", &format!("{root}/geo/example.mmdb"))
+        .replace(
+            "file = \"example.test.zone\"",
+            &format!(
+                "file = \"{root}/zones/example.test.zone\"\ndnssec = {{ keys = [{}] }}",
+                names.join(", ")
+            ),
+        );
+    let path = dir.join("meridian.toml");
+    std::fs::write(&path, cfg).unwrap();
+    let e = engine_at(path.to_str().unwrap());
+    let _ = std::fs::remove_dir_all(&dir);
+    e
+}
+
+/// `query` with the DO bit (RFC 3225).
+fn query_do(name: &str, t: RecordType, ecs: Option<(IpAddr, u8)>) -> Vec<u8> {
+    query_with(name, t, ecs, true)
+}
+
+/// DO=1 to the signed example: the A record and its RRSIG (copied from
+/// the published table). Compare with `static_a`.
+#[divan::bench(sample_count = 200, sample_size = 1000)]
+fn signed_static(b: divan::Bencher) {
+    let q = query_do("www.example.test.", RecordType::A, None);
+    run_on(b, signed_engine(), vec![q]);
+}
+
+/// DO=1 `all` over four members: the set's key summed, its RRSIG looked
+/// up. Compare with `pool_all`.
+#[divan::bench(sample_count = 200, sample_size = 1000)]
+fn signed_pool_all(b: divan::Bencher) {
+    let q = query_do("shuffle.example.test.", RecordType::A, None);
+    run_on(b, signed_engine(), vec![q]);
+}
+
+/// DO=1 `one`. Compare with `pool_one`.
+#[divan::bench(sample_count = 200, sample_size = 1000)]
+fn signed_pool_one(b: divan::Bencher) {
+    let q = query_do("one.example.test.", RecordType::A, None);
+    run_on(b, signed_engine(), vec![q]);
+}
+
+/// DO=1 geo over 4096 ECS subnets. Compare with `geo_ecs_many_subnets`.
+#[divan::bench(sample_count = 200, sample_size = 1000)]
+fn signed_geo(b: divan::Bencher) {
+    run_on(b, signed_engine(), ecs_queries_with("geo.example.test.", true));
+}
+
+/// DO=1 NXDOMAIN: the compact NSEC, its RRSIG from the thread's cache
+/// (signed once), and the signed SOA. Compare with `nxdomain`.
+#[divan::bench(sample_count = 200, sample_size = 1000)]
+fn signed_nxdomain(b: divan::Bencher) {
+    let q = query_do("nope.example.test.", RecordType::A, None);
+    run_on(b, signed_engine(), vec![q]);
+}
+
+/// One online signature per answer (a compact NSEC missing from the
+/// cache): every query a new name.
+#[divan::bench(sample_count = 20, sample_size = 100)]
+fn signed_nxdomain_miss(b: divan::Bencher) {
+    let qs = (0..100_000)
+        .map(|i| query_do(&format!("n{i}.example.test."), RecordType::A, None))
+        .collect();
+    run_on(b, signed_engine(), qs);
 }

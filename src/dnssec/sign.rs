@@ -93,24 +93,27 @@ pub fn to_be_signed(rrsig_head: &[u8], owner: &[u8], rtype: u16, ttl: u32, recor
 pub const TYPE_NXNAME: u16 = 128;
 
 /// The type bitmap of RFC 4034 §4.1.2 for `types` (any order; duplicates
-/// once), appended to `out`. Allocates nothing: at most 256 windows of 34
-/// octets are walked in place.
+/// once; at most 64), appended to `out`. Allocates nothing: the types are
+/// sorted in a local array and each window written once.
 pub fn put_type_bitmap(types: &[u16], out: &mut impl Extend<u8>) {
-    let mut window = [0u8; 32];
-    for win in 0..=255u8 {
+    let mut t = [0u16; 64];
+    let n = types.len().min(64);
+    t[..n].copy_from_slice(&types[..n]);
+    let t = &mut t[..n];
+    t.sort_unstable();
+    let mut i = 0;
+    while i < t.len() {
+        let win = (t[i] >> 8) as u8;
+        let mut window = [0u8; 32];
         let mut used = 0usize;
-        window.fill(0);
-        for &t in types {
-            if (t >> 8) as u8 == win {
-                let lo = (t & 0xFF) as usize;
-                window[lo / 8] |= 0x80 >> (lo % 8);
-                used = used.max(lo / 8 + 1);
-            }
+        while i < t.len() && (t[i] >> 8) as u8 == win {
+            let lo = (t[i] & 0xFF) as usize;
+            window[lo / 8] |= 0x80 >> (lo % 8);
+            used = lo / 8 + 1;
+            i += 1;
         }
-        if used > 0 {
-            out.extend([win, used as u8]);
-            out.extend(window[..used].iter().copied());
-        }
+        out.extend([win, used as u8]);
+        out.extend(window[..used].iter().copied());
     }
 }
 
