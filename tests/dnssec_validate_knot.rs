@@ -20,11 +20,11 @@ use std::time::{Duration, Instant};
 use hickory_proto::rr::RecordType;
 
 use common::{dnssec_keygen, free_port, is_root, skip, udp_exchange, TempDir, Q};
+use lab_common::die_with_parent;
 use lab_common::dnssec::{
     assert_bogus, assert_secure, assert_secure_nxdomain, delv, dnsviz, have, AnchorFiles,
     TrustAnchor, Validators,
 };
-use lab_common::die_with_parent;
 
 const ZONE: &str = "example.test";
 
@@ -141,8 +141,7 @@ impl Knot {
             if let Ok(Some(_)) = self.child.try_wait() {
                 return false;
             }
-            if let Some(raw) = udp_exchange(self.addr, &q.to_bytes(), Duration::from_millis(500))
-            {
+            if let Some(raw) = udp_exchange(self.addr, &q.to_bytes(), Duration::from_millis(500)) {
                 if let Ok(w) = common::walk(&raw) {
                     if w.answer.iter().any(|r| r.rtype == 46) {
                         return true;
@@ -169,7 +168,10 @@ impl Drop for Knot {
 fn have_knot(test: &str) -> bool {
     for t in ["knotd", "keymgr"] {
         if !have(t) {
-            skip(test, &format!("{t} is not installed (apt-get install knot)"));
+            skip(
+                test,
+                &format!("{t} is not installed (apt-get install knot)"),
+            );
             return false;
         }
     }
@@ -194,7 +196,11 @@ fn resolvers_validate_knot() {
     for r in v.all() {
         let a = assert_secure(r, "www.example.test.", RecordType::A, None);
         assert_eq!(a.addrs, ["192.0.2.1"], "{}: {a}", r.name());
-        assert!(a.has(RecordType::RRSIG), "{}: no RRSIG for DO=1: {a}", r.name());
+        assert!(
+            a.has(RecordType::RRSIG),
+            "{}: no RRSIG for DO=1: {a}",
+            r.name()
+        );
         let a = assert_secure(r, "www.example.test.", RecordType::AAAA, None);
         assert_eq!(a.addrs, ["2001:db8::1"], "{}: {a}", r.name());
         let a = assert_secure(r, "alias.example.test.", RecordType::A, None);
@@ -204,7 +210,11 @@ fn resolvers_validate_knot() {
         assert_eq!(a.addrs, ["192.0.2.7"], "{}: {a}", r.name());
         // NODATA: www has A, AAAA and TXT.
         let a = assert_secure(r, "www.example.test.", RecordType::MX, None);
-        assert!(a.addrs.is_empty() && !a.has(RecordType::MX), "{}: {a}", r.name());
+        assert!(
+            a.addrs.is_empty() && !a.has(RecordType::MX),
+            "{}: {a}",
+            r.name()
+        );
         // The insecure delegation: no DS, proven by the NSEC at sub.
         let a = assert_secure(r, "sub.example.test.", RecordType::DS, None);
         assert!(!a.has(RecordType::DS), "{}: {a}", r.name());

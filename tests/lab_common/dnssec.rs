@@ -56,8 +56,8 @@ impl TrustAnchor {
     /// `dnssec-keygen` or `ldns-keygen` write it); the DS from
     /// `meridian dnssec ds --key`.
     pub(crate) fn from_key_file(path: &Path) -> TrustAnchor {
-        let text = std::fs::read_to_string(path)
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let text =
+            std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let line = text
             .lines()
             .map(str::trim)
@@ -65,7 +65,11 @@ impl TrustAnchor {
             .unwrap_or_else(|| panic!("no DNSKEY record in {}", path.display()));
         let words: Vec<&str> = line.split_whitespace().collect();
         let at = words.iter().position(|w| *w == "DNSKEY").unwrap();
-        assert!(words.len() >= at + 5, "short DNSKEY in {}: {line}", path.display());
+        assert!(
+            words.len() >= at + 5,
+            "short DNSKEY in {}: {line}",
+            path.display()
+        );
         let zone = format!("{}.", words[0].trim_end_matches('.')).to_ascii_lowercase();
         let p = path.display().to_string();
         let (code, out, err) = run(&["dnssec", "ds", "--key", &p]);
@@ -74,7 +78,10 @@ impl TrustAnchor {
             .lines()
             .filter_map(|l| l.split_once(" DS ").map(|(_, r)| r.trim().to_string()))
             .collect();
-        assert!(!ds.is_empty(), "no DS from meridian dnssec ds --key {p}: {out}");
+        assert!(
+            !ds.is_empty(),
+            "no DS from meridian dnssec ds --key {p}: {out}"
+        );
         TrustAnchor {
             zone,
             flags: words[at + 1].parse().unwrap(),
@@ -222,7 +229,8 @@ pub(crate) fn ask_do(
         if raw.len() < 2 || u16::from_be_bytes([raw[0], raw[1]]) != q.id {
             continue;
         }
-        return parse(&raw).unwrap_or_else(|e| panic!("{server} sent a bad response ({e}): {raw:?}"));
+        return parse(&raw)
+            .unwrap_or_else(|e| panic!("{server} sent a bad response ({e}): {raw:?}"));
     }
     panic!("{server} never answered {name} {qtype} (DO=1, ecs {subnet:?})");
 }
@@ -242,8 +250,12 @@ fn parse(raw: &[u8]) -> Result<Validated, String> {
         .answer
         .iter()
         .filter_map(|r| match (r.rtype, r.rdata.len()) {
-            (1, 4) => Some(std::net::Ipv4Addr::from(<[u8; 4]>::try_from(&r.rdata[..]).unwrap()).to_string()),
-            (28, 16) => Some(std::net::Ipv6Addr::from(<[u8; 16]>::try_from(&r.rdata[..]).unwrap()).to_string()),
+            (1, 4) => Some(
+                std::net::Ipv4Addr::from(<[u8; 4]>::try_from(&r.rdata[..]).unwrap()).to_string(),
+            ),
+            (28, 16) => Some(
+                std::net::Ipv6Addr::from(<[u8; 16]>::try_from(&r.rdata[..]).unwrap()).to_string(),
+            ),
             _ => None,
         })
         .collect();
