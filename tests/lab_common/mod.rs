@@ -10,9 +10,12 @@
 //! nobody but meridian: a forward zone for each lab zone, Unbound refuses
 //! every other name (`local-zone: "." refuse`), the Recursor may not query
 //! any address but its forwarders (`dont-query=0.0.0.0/0, ::/0`), and
-//! security polling and DNSSEC are off. The tests only ask for example.test
-//! names.
+//! security polling is off. DNSSEC validation is off unless a test gives a
+//! trust anchor ([`dnssec::TrustAnchor`], tests/dnssec_validate*.rs). The
+//! tests only ask for example.test names.
 #![allow(dead_code)]
+
+pub(crate) mod dnssec;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -250,6 +253,19 @@ impl Resolver {
     /// "example.test.") to meridian at `upstream`. Ready when an SOA query
     /// for the first zone comes back NOERROR through it.
     pub(crate) fn start(kind: Kind, upstream: SocketAddr, zones: &[&str]) -> Resolver {
+        Resolver::start_with(kind, upstream, zones, None)
+    }
+
+    /// `start`, validating with `anchor` when given (its zone must be one of
+    /// `zones`). Ready when the SOA query, sent with CD=1 when validating
+    /// (a wrong anchor must not keep a resolver from starting), comes back
+    /// NOERROR.
+    pub(crate) fn start_with(
+        kind: Kind,
+        upstream: SocketAddr,
+        zones: &[&str],
+        anchor: Option<&dnssec::TrustAnchor>,
+    ) -> Resolver {
         assert!(
             upstream.ip().is_loopback(),
             "the lab only forwards to loopback"
@@ -260,8 +276,8 @@ impl Resolver {
             let dir = TempDir::new(&format!("lab-{}", kind.name()));
             let port = free_port();
             let config = match kind {
-                Kind::Unbound => unbound_config(&dir.0, port, upstream, zones),
-                Kind::Recursor => recursor_config(&dir.0, port, upstream, zones),
+                Kind::Unbound => unbound_config(&dir.0, port, upstream, zones, anchor),
+                Kind::Recursor => recursor_config(&dir.0, port, upstream, zones, anchor),
             };
             let log = dir.0.join(format!("{}.log", kind.name()));
             let out = File::create(&log).unwrap();
@@ -291,7 +307,7 @@ impl Resolver {
                 child,
                 _dir: dir,
             };
-            if r.wait_ready(zones[0], Duration::from_secs(30)) {
+            if r.wait_ready(zones[0], anchor.is_some(), Duration::from_secs(30)) {
                 return r;
             }
             last_log = r.log();
@@ -303,9 +319,12 @@ impl Resolver {
         panic!("{} did not start; last log:\n{last_log}", kind.name());
     }
 
-    fn wait_ready(&mut self, zone: &str, timeout: Duration) -> bool {
+    fn wait_ready(&mut self, zone: &str, cd: bool, timeout: Duration) -> bool {
         let t0 = Instant::now();
-        let q = Q::new(zone, RecordType::SOA).rd().edns(1232).to_bytes();
+        let mut q = Q::new(zone, RecordType::SOA).rd().edns(1232).to_bytes();
+        if cd {
+            q[3] |= 0x10; // CD: checking disabled
+        }
         while t0.elapsed() < timeout {
             if let Ok(Some(_)) = self.child.try_wait() {
                 return false; // exited: a port clash or a config error
@@ -383,6 +402,7 @@ pub(crate) fn unbound_config(
     port: u16,
     upstream: SocketAddr,
     zones: &[&str],
+    anchor: Option<&dnssec::TrustAnchor>,
 ) -> PathBuf {
     assert!(
         unbound_has_subnetcache(),
@@ -407,6 +427,10 @@ pub(crate) fn unbound_config(
             ("MERIDIAN_ADDR", upstream.ip().to_string()),
             ("UNBOUND_LOCAL_ZONES", local),
             ("UNBOUND_FORWARD_ZONES", fwd),
+            (
+                "UNBOUND_TRUST_ANCHORS",
+                anchor.map(|a| a.unbound_lines()).unwrap_or_default(),
+            ),
         ],
     );
     let path = dir.join("unbound.conf");
@@ -456,7 +480,19 @@ pub(crate) fn recursor_config(
     port: u16,
     upstream: SocketAddr,
     zones: &[&str],
+    anchor: Option<&dnssec::TrustAnchor>,
 ) -> PathBuf {
+    let pdns_dnssec = match anchor {
+        None => "dnssec=off".to_string(),
+        Some(a) => {
+            let lua = dir.join("recursor.lua");
+            std::fs::write(&lua, a.recursor_lua()).unwrap();
+            format!(
+                "dnssec=validate\nlua-config-file={}\nextended-resolution-errors=yes",
+                lua.display()
+            )
+        }
+    };
     let fwd: Vec<String> = zones
         .iter()
         .map(|z| format!("{}={}", z.trim_end_matches('.'), upstream))
@@ -472,6 +508,7 @@ pub(crate) fn recursor_config(
                 "ECS_ALLOW_SETTING",
                 recursor_ecs_allow_setting().to_string(),
             ),
+            ("PDNS_DNSSEC", pdns_dnssec),
         ],
     );
     // pdns_recursor reads recursor.conf from --config-dir.

@@ -251,7 +251,8 @@ if [ "$unbound" = 1 ]; then
     uport="$(free_port)"
     render "$here/unbound.conf.in" "$dir/unbound/unbound.conf" \
       "PORT=$uport" "DIR=$dir/unbound" "MERIDIAN_ADDR=127.0.0.1" \
-      "UNBOUND_LOCAL_ZONES=$local_zones" "UNBOUND_FORWARD_ZONES=$forward_zones"
+      "UNBOUND_LOCAL_ZONES=$local_zones" "UNBOUND_FORWARD_ZONES=$forward_zones" \
+      "UNBOUND_TRUST_ANCHORS="
     unbound-checkconf "$dir/unbound/unbound.conf" >/dev/null \
       || die "unbound-checkconf rejects $dir/unbound/unbound.conf"
     start unbound "$dir/unbound/unbound.log" unbound -d -c "$dir/unbound/unbound.conf"
@@ -278,7 +279,7 @@ if [ "$pdns" = 1 ]; then
     pport="$(free_port)"
     render "$here/recursor.conf.in" "$dir/pdns/recursor.conf" \
       "PORT=$pport" "DIR=$dir/pdns" "MERIDIAN_ADDR=127.0.0.1" \
-      "PDNS_FORWARD_ZONES=$fwd" "ECS_ALLOW_SETTING=$allow"
+      "PDNS_FORWARD_ZONES=$fwd" "ECS_ALLOW_SETTING=$allow" "PDNS_DNSSEC=dnssec=off"
     start pdns-recursor "$dir/pdns/recursor.log" pdns_recursor "--config-dir=$dir/pdns"
     if wait_ready pdns-recursor "${pids[-1]}" "$pport" +rec "$dir/pdns/recursor.log"; then break; fi
     forget_last
