@@ -10,9 +10,8 @@
 //! directly, and DNSViz finds no error in the zone. With the trust anchor
 //! of another key every resolver must answer SERVFAIL and delv fail.
 //!
-//! The same harness passes against Knot (tests/dnssec_validate_knot.rs);
-//! these tests wait for the signer (`#[ignore]`), except the check that
-//! the fixture itself serves every case.
+//! The same harness passes against Knot (tests/dnssec_validate_knot.rs),
+//! so a failure here is meridian's.
 //!
 //! Fixture: tests/data/dnssec/meridian.toml.in and example.test.zone; the
 //! keys (ECDSA P-256 KSK and ZSK) are made per run by `meridian dnssec
@@ -226,7 +225,6 @@ fn fixture_serves_every_case() {
 
 /// Every positive and negative case through both validating resolvers.
 #[test]
-#[ignore = "needs the signer (#17)"]
 fn resolvers_validate_meridian() {
     let f = Fixture::new("dval-meridian");
     let m = Meridian::start(&f.config);
@@ -313,7 +311,6 @@ fn resolvers_validate_meridian() {
 }
 
 #[test]
-#[ignore = "needs the signer (#17)"]
 fn resolvers_refuse_meridian_with_a_wrong_trust_anchor() {
     let f = Fixture::new("dval-meridian-forged");
     let m = Meridian::start(&f.config);
@@ -333,7 +330,6 @@ fn resolvers_refuse_meridian_with_a_wrong_trust_anchor() {
 }
 
 #[test]
-#[ignore = "needs the signer (#17)"]
 fn delv_validates_meridian() {
     const T: &str = "delv_validates_meridian";
     if !have("delv") {
@@ -382,7 +378,6 @@ fn delv_validates_meridian() {
 }
 
 #[test]
-#[ignore = "needs the signer (#17)"]
 fn dnsviz_finds_no_error_in_meridian() {
     const T: &str = "dnsviz_finds_no_error_in_meridian";
     if !is_root() {
