@@ -189,6 +189,11 @@ fn geo_ecs_threads(b: divan::Bencher) {
 /// into a temporary folder, the example's zone and database by absolute
 /// path, and a `dnssec` table.
 fn signed_engine() -> Engine {
+    signed_engine_with("")
+}
+
+/// [`signed_engine`] with `extra` tables appended to the config.
+fn signed_engine_with(extra: &str) -> Engine {
     use meridian::dnssec::keys::{generate, GenAlgorithm};
     let root = env!("CARGO_MANIFEST_DIR");
     let dir = std::env::temp_dir().join(format!("meridian-bench-signed-{}", std::process::id()));
@@ -211,7 +216,7 @@ fn signed_engine() -> Engine {
             ),
         );
     let path = dir.join("meridian.toml");
-    std::fs::write(&path, cfg).unwrap();
+    std::fs::write(&path, cfg + extra).unwrap();
     let e = engine_at(path.to_str().unwrap());
     let _ = std::fs::remove_dir_all(&dir);
     e
@@ -248,7 +253,11 @@ fn signed_pool_one(b: divan::Bencher) {
 /// DO=1 geo over 4096 ECS subnets. Compare with `geo_ecs_many_subnets`.
 #[divan::bench(sample_count = 200, sample_size = 1000)]
 fn signed_geo(b: divan::Bencher) {
-    run_on(b, signed_engine(), ecs_queries_with("geo.example.test.", true));
+    run_on(
+        b,
+        signed_engine(),
+        ecs_queries_with("geo.example.test.", true),
+    );
 }
 
 /// DO=1 NXDOMAIN: the compact NSEC, its RRSIG from the thread's cache
@@ -267,4 +276,35 @@ fn signed_nxdomain_miss(b: divan::Bencher) {
         .map(|i| query_do(&format!("n{i}.example.test."), RecordType::A, None))
         .collect();
     run_on(b, signed_engine(), qs);
+}
+
+/// Re-signing after a health change (#17): 1,000 names answered `all`
+/// from one four-member pool, every set signed afresh (as when a member
+/// of that pool goes down): one ECDSA signature per name, plus the table.
+#[divan::bench(sample_count = 10, sample_size = 1)]
+fn resign_1000_pool_names(b: divan::Bencher) {
+    use meridian::engine::signed::{unix_now, DynSigs, Keys};
+    use std::fmt::Write;
+    let mut extra = String::from(
+        "\n[pool.big]\nmembers = [\"192.0.2.1\", \"192.0.2.2\", \"192.0.2.3\", \"192.0.2.4\"]\n",
+    );
+    for i in 0..1000 {
+        let _ = write!(
+            extra,
+            "\n[name.\"p{i}.example.test\"]\npool = \"big\"\nmode = \"all\"\n"
+        );
+    }
+    let e = signed_engine_with(&extra);
+    let zi = 0;
+    let s = e.signer(zi).expect("signed");
+    let keys = Keys::of(&e.zones[zi].origin, &s.cfg);
+    let empty = DynSigs::default();
+    b.bench_local(|| {
+        let d = e
+            .sign_dynamic(zi, &keys, &empty, s.cfg.max_subsets, unix_now())
+            .unwrap()
+            .unwrap();
+        assert!(d.made >= 1000);
+        divan::black_box(d)
+    });
 }

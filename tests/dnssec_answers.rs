@@ -10,7 +10,7 @@
 mod common;
 mod signed_common;
 
-use common::{Q, Server};
+use common::{Server, Q};
 use hickory_proto::rr::RecordType;
 use signed_common::{delv, have_delv, Signed};
 
@@ -80,21 +80,32 @@ fn another_key_as_trust_anchor_fails() {
 }
 
 fn types_in(s: &[String], t: &str) -> usize {
-    s.iter().filter(|r| r.split_whitespace().nth(3) == Some(t)).count()
+    s.iter()
+        .filter(|r| r.split_whitespace().nth(3) == Some(t))
+        .count()
 }
 
 #[test]
 fn signatures_only_for_do() {
     let z = Signed::new("signed-do", "ecdsap256", "");
     let s = Server::start(&z.config, &[]);
-    for name in ["www.example.test.", "all.example.test.", "one.example.test."] {
+    for name in [
+        "www.example.test.",
+        "all.example.test.",
+        "one.example.test.",
+    ] {
         let plain = s.dig(&Q::new(name, RecordType::A).edns(1232));
         assert_eq!(types_in(&plain.answer(), "RRSIG"), 0, "{name} DO=0");
         let mut q = Q::new(name, RecordType::A).edns(1232);
         q.dnssec_ok = true;
         let signed = s.dig(&q);
         // One RRSIG per ZSK (one here) after the addresses.
-        assert_eq!(types_in(&signed.answer(), "RRSIG"), 1, "{name} DO=1: {:?}", signed.answer());
+        assert_eq!(
+            types_in(&signed.answer(), "RRSIG"),
+            1,
+            "{name} DO=1: {:?}",
+            signed.answer()
+        );
         assert!(types_in(&signed.answer(), "A") >= 1);
     }
     // DNSKEY: signed by the KSK only.
@@ -122,7 +133,10 @@ fn compact_denial_and_the_co_bit() {
     let auth = d.authority();
     assert_eq!(types_in(&auth, "NSEC"), 1, "{auth:?}");
     assert_eq!(types_in(&auth, "RRSIG"), 2, "{auth:?}");
-    let nsec = auth.iter().find(|r| r.split_whitespace().nth(3) == Some("NSEC")).unwrap();
+    let nsec = auth
+        .iter()
+        .find(|r| r.split_whitespace().nth(3) == Some("NSEC"))
+        .unwrap();
     assert!(nsec.starts_with("nope.example.test."), "{nsec}");
     assert!(nsec.contains("\\000.nope.example.test."), "{nsec}");
     // hickory prints NXNAME (128), which it does not know, as Unknown.
@@ -131,11 +145,17 @@ fn compact_denial_and_the_co_bit() {
     let mut q = Q::new("www.example.test.", RecordType::MX).edns(1232);
     q.dnssec_ok = true;
     let auth = s.dig(&q).authority();
-    let nsec = auth.iter().find(|r| r.split_whitespace().nth(3) == Some("NSEC")).unwrap();
+    let nsec = auth
+        .iter()
+        .find(|r| r.split_whitespace().nth(3) == Some("NSEC"))
+        .unwrap();
     for t in ["A", "AAAA", "TXT", "RRSIG", "NSEC"] {
         assert!(nsec.split_whitespace().any(|w| w == t), "{t} in {nsec}");
     }
-    assert!(!nsec.split_whitespace().skip(5).any(|w| w == "MX"), "{nsec}");
+    assert!(
+        !nsec.split_whitespace().skip(5).any(|w| w == "MX"),
+        "{nsec}"
+    );
     assert!(!nsec.contains("Unknown"), "{nsec}");
     // Compact Answers OK (EDNS flag 0x4000): NXDOMAIN, and CO set back.
     let req = meridian_wire::build::QueryBuilder::new("nope.example.test.", 1)
@@ -178,8 +198,15 @@ fn insecure_referral_proves_no_ds_and_signed_one_carries_it() {
         .find(|r| r.split_whitespace().nth(3) == Some("NSEC"))
         .expect("NSEC for the cut");
     assert!(nsec.starts_with("sub.example.test."), "{nsec}");
-    assert!(!nsec.split_whitespace().skip(5).any(|w| w == "DS"), "{nsec}");
-    assert_eq!(types_in(&auth, "RRSIG"), 1, "only the NSEC is signed: {auth:?}");
+    assert!(
+        !nsec.split_whitespace().skip(5).any(|w| w == "DS"),
+        "{nsec}"
+    );
+    assert_eq!(
+        types_in(&auth, "RRSIG"),
+        1,
+        "only the NSEC is signed: {auth:?}"
+    );
     // A signed delegation: its DS and the DS's RRSIG, NS unsigned.
     let mut q = Q::new("host.sec.example.test.", RecordType::A).edns(1232);
     q.dnssec_ok = true;
@@ -187,4 +214,27 @@ fn insecure_referral_proves_no_ds_and_signed_one_carries_it() {
     assert_eq!(types_in(&auth, "DS"), 1, "{auth:?}");
     assert_eq!(types_in(&auth, "RRSIG"), 1, "{auth:?}");
     assert_eq!(types_in(&auth, "NSEC"), 0, "{auth:?}");
+}
+
+#[test]
+fn ecs_scope_is_the_same_signed_or_not() {
+    let z = Signed::new("signed-ecs", "ecdsap256", "");
+    let s = Server::start(&z.config, &[]);
+    for (subnet, want) in [
+        ("20.1.2.0/24", "198.51.100.100"),
+        ("30.1.2.0/24", "192.0.2.100"),
+        ("40.1.2.0/24", "192.0.2.100"),
+    ] {
+        let q = Q::new("geo.example.test.", RecordType::A).ecs(subnet);
+        let plain = s.dig(&q);
+        let mut q = q.clone();
+        q.dnssec_ok = true;
+        let signed = s.dig(&q);
+        assert_eq!(plain.scope(), signed.scope(), "{subnet}");
+        let mut a = signed.addrs();
+        a.sort();
+        assert_eq!(a[0], want, "{subnet}");
+        assert_eq!(plain.addrs().len(), a.len(), "{subnet}");
+        assert_eq!(types_in(&signed.answer(), "RRSIG"), 1, "{subnet}");
+    }
 }

@@ -62,7 +62,11 @@ fn failover_and_when_all_down_stay_signed() {
         assert_eq!(got, want, "{name}");
     };
     // Up (not the all-down answer, which also holds both): `empty` answers.
-    assert!(wait_for(ms(5000), || signed_addrs(&s, "hc-empty.example.test.").0 == both).is_some());
+    assert!(
+        wait_for(ms(5000), || signed_addrs(&s, "hc-empty.example.test.").0
+            == both)
+        .is_some()
+    );
     for n in ["hc-all", "hc-one", "hc-empty", "hc-fail"] {
         validated(&format!("{n}.example.test"), "validated");
     }
@@ -71,7 +75,9 @@ fn failover_and_when_all_down_stay_signed() {
     b1.stop();
     let one_left = vec!["127.0.0.62".to_string()];
     assert!(
-        wait_for(ms(5000), || signed_addrs(&s, "hc-all.example.test.").0 == one_left).is_some()
+        wait_for(ms(5000), || signed_addrs(&s, "hc-all.example.test.").0
+            == one_left)
+        .is_some()
     );
     let (_, sigs, _) = signed_addrs(&s, "hc-all.example.test.");
     assert_eq!(sigs, 1);
@@ -84,7 +90,11 @@ fn failover_and_when_all_down_stay_signed() {
     // Both down: `all` answers every member (signed), `empty` a signed
     // NODATA, `servfail` SERVFAIL.
     b2.stop();
-    assert!(wait_for(ms(5000), || signed_addrs(&s, "hc-fail.example.test.").2 == 2).is_some());
+    assert!(
+        wait_for(ms(5000), || signed_addrs(&s, "hc-fail.example.test.").2
+            == 2)
+        .is_some()
+    );
     let (a, sigs, _) = signed_addrs(&s, "hc-all.example.test.");
     assert_eq!((a, sigs), (both.clone(), 1));
     validated("hc-all.example.test", "validated");
@@ -94,7 +104,11 @@ fn failover_and_when_all_down_stay_signed() {
     // Back: the full set again, validated.
     b1.restart();
     b2.restart();
-    assert!(wait_for(ms(5000), || signed_addrs(&s, "hc-empty.example.test.").0 == both).is_some());
+    assert!(
+        wait_for(ms(5000), || signed_addrs(&s, "hc-empty.example.test.").0
+            == both)
+        .is_some()
+    );
     validated("hc-all.example.test", "validated");
     validated("hc-empty.example.test", "validated");
 }
@@ -115,7 +129,11 @@ fn oversize_signed_answer_truncates_then_comes_over_tcp() {
     assert!(udp.answer().is_empty());
     let tcp = s.dig_tcp(&q);
     assert_eq!(tcp.addrs().len(), 40);
-    let sigs = tcp.answer().iter().filter(|x| x.contains(" RRSIG ")).count();
+    let sigs = tcp
+        .answer()
+        .iter()
+        .filter(|x| x.contains(" RRSIG "))
+        .count();
     assert_eq!(sigs, 1);
     if have_delv("oversize_signed_answer_truncates_then_comes_over_tcp") {
         assert_eq!(

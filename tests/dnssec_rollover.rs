@@ -73,17 +73,30 @@ fn zsk_pre_publish_by_reloads() {
         std::fs::write(&z.config, config_text(keys, &extra, "")).unwrap();
         reload(&s);
         assert_eq!(dnskey_count(&s), dnskeys);
-        assert_eq!(sig_tags(&s, "www.example.test.", RecordType::A), vec![tag(signer)]);
-        assert_eq!(sig_tags(&s, "all.example.test.", RecordType::A), vec![tag(signer)]);
+        assert_eq!(
+            sig_tags(&s, "www.example.test.", RecordType::A),
+            vec![tag(signer)]
+        );
+        assert_eq!(
+            sig_tags(&s, "all.example.test.", RecordType::A),
+            vec![tag(signer)]
+        );
         for (n, t, want) in [
             ("www.example.test", "A", "validated"),
             ("all.example.test", "A", "validated"),
             ("nope.example.test", "A", "negative"),
         ] {
-            assert_eq!(delv(s.port(), &anchors, n, t), want, "{n} signed by {signer}");
+            assert_eq!(
+                delv(s.port(), &anchors, n, t),
+                want,
+                "{n} signed by {signer}"
+            );
         }
     };
-    assert_eq!(sig_tags(&s, "www.example.test.", RecordType::A), vec![tag(&z.zsk)]);
+    assert_eq!(
+        sig_tags(&s, "www.example.test.", RecordType::A),
+        vec![tag(&z.zsk)]
+    );
     // 1. Publish the new ZSK; the old one signs.
     step(&[&z.ksk, &z.zsk], &zsk2, &z.zsk, 3);
     // 2. (After the DNSKEY TTL) the new one signs; the old one stays
@@ -117,15 +130,24 @@ fn ksk_double_ds_by_reloads() {
     for a in [&old, &both] {
         assert_eq!(delv(s.port(), a, "www.example.test", "A"), "validated");
     }
-    assert_eq!(sig_tags(&s, "example.test.", RecordType::DNSKEY), vec![tag(&z.ksk)]);
+    assert_eq!(
+        sig_tags(&s, "example.test.", RecordType::DNSKEY),
+        vec![tag(&z.ksk)]
+    );
     // 1. Swap the KSKs by a reload.
     std::fs::write(&z.config, config_text(&[&ksk2, &z.zsk], "", "")).unwrap();
     reload(&s);
-    assert_eq!(sig_tags(&s, "example.test.", RecordType::DNSKEY), vec![tag(&ksk2)]);
+    assert_eq!(
+        sig_tags(&s, "example.test.", RecordType::DNSKEY),
+        vec![tag(&ksk2)]
+    );
     assert_eq!(delv(s.port(), &both, "www.example.test", "A"), "validated");
     assert_eq!(delv(s.port(), &new, "www.example.test", "A"), "validated");
     let stale = delv(s.port(), &old, "www.example.test", "A");
-    assert!(stale != "validated", "the old KSK alone still validates: {stale}");
+    assert!(
+        stale != "validated",
+        "the old KSK alone still validates: {stale}"
+    );
     // CDS and CDNSKEY name the new KSK only.
     let mut q = Q::new("example.test.", RecordType::CDS).edns(1232);
     q.dnssec_ok = true;
@@ -136,7 +158,10 @@ fn ksk_double_ds_by_reloads() {
         .filter(|r| r.split_whitespace().nth(3) == Some("CDS"))
         .collect();
     assert_eq!(cds.len(), 1, "{cds:?}");
-    assert!(cds[0].contains(&format!("CDS {} 13 2", tag(&ksk2))), "{cds:?}");
+    assert!(
+        cds[0].contains(&format!("CDS {} 13 2", tag(&ksk2))),
+        "{cds:?}"
+    );
     // 2. The parent drops the old DS: still valid.
     assert_eq!(delv(s.port(), &new, "example.test", "DNSKEY"), "validated");
 }

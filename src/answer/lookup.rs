@@ -117,9 +117,7 @@ impl Engine {
         // RFC 9824 §3: a compact denial says NOERROR unless the query set
         // the Compact Answers OK bit.
         let rcode = match rcode {
-            LookupRc::NxDomain if compact && !q.edns.is_some_and(|e| e.compact_ok) => {
-                RCODE_NOERROR
-            }
+            LookupRc::NxDomain if compact && !q.edns.is_some_and(|e| e.compact_ok) => RCODE_NOERROR,
             rc => rc.rcode(),
         };
         Resolved {
@@ -315,7 +313,13 @@ impl<'e> Ctx<'e, '_> {
         }
         self.negative(w);
         let extra = self.families(node);
-        self.deny(w, owner, self.owner_wire(owner), Deny::NoData(Some(node), extra), qtype);
+        self.deny(
+            w,
+            owner,
+            self.owner_wire(owner),
+            Deny::NoData(Some(node), extra),
+            qtype,
+        );
         LookupRc::NoError
     }
 
@@ -359,7 +363,13 @@ impl<'e> Ctx<'e, '_> {
             }
             None => {
                 self.negative(w);
-                self.deny(w, owner, self.owner_wire(owner), Deny::NoData(Some(node), [0, 0]), qtype);
+                self.deny(
+                    w,
+                    owner,
+                    self.owner_wire(owner),
+                    Deny::NoData(Some(node), [0, 0]),
+                    qtype,
+                );
             }
         }
         LookupRc::NoError

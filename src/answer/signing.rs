@@ -75,7 +75,15 @@ impl DenialCache {
             slot.sigs.clear();
             slot.tag = 0;
             let v = s
-                .sign_online(apex, owner, TYPE_NSEC, ttl, &self.rdata, now, &mut slot.sigs)
+                .sign_online(
+                    apex,
+                    owner,
+                    TYPE_NSEC,
+                    ttl,
+                    &self.rdata,
+                    now,
+                    &mut slot.sigs,
+                )
                 .ok()?;
             self.signed += 1;
             slot.tag = t;

@@ -43,7 +43,12 @@ impl ZoneDnssec {
     /// The keys whose DS goes to the parent: every KSK or CSK (flags 257),
     /// or every key when the zone has none.
     pub fn entry_keys(&self) -> Vec<&KeyPair> {
-        let ksk: Vec<&KeyPair> = self.keys.iter().map(|k| &**k).filter(|k| k.is_ksk()).collect();
+        let ksk: Vec<&KeyPair> = self
+            .keys
+            .iter()
+            .map(|k| &**k)
+            .filter(|k| k.is_ksk())
+            .collect();
         if ksk.is_empty() {
             self.keys.iter().map(|k| &**k).collect()
         } else {

@@ -558,7 +558,10 @@ static CACHE: std::sync::Mutex<Option<Cache>> = std::sync::Mutex::new(None);
 /// unchanged is shared rather than read again: the `.private` file is
 /// often readable only by root, and reloads run after the privileges
 /// drop. The first load (before the drop) reads and checks it.
-pub fn load_shared(path: &Path, zone: &str) -> Result<(std::sync::Arc<KeyPair>, Vec<String>), LocatedError> {
+pub fn load_shared(
+    path: &Path,
+    zone: &str,
+) -> Result<(std::sync::Arc<KeyPair>, Vec<String>), LocatedError> {
     let (key_file, private_file) = key_paths(path);
     let stamps = stamp(&key_file).zip(stamp(&private_file));
     let zone_abs = absolute(zone);

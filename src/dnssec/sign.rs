@@ -69,12 +69,22 @@ pub fn rrsig(
 /// each RR `owner | type | class | original TTL | RDLENGTH | RDATA`, in
 /// canonical order (§6.3: by RDATA as unsigned octet strings), duplicates
 /// once.
-pub fn to_be_signed(rrsig_head: &[u8], owner: &[u8], rtype: u16, ttl: u32, records: &[&[u8]]) -> Vec<u8> {
+pub fn to_be_signed(
+    rrsig_head: &[u8],
+    owner: &[u8],
+    rtype: u16,
+    ttl: u32,
+    records: &[&[u8]],
+) -> Vec<u8> {
     let mut sorted: Vec<&[u8]> = records.to_vec();
     sorted.sort_unstable();
     sorted.dedup();
     let mut tbs = Vec::with_capacity(
-        rrsig_head.len() + sorted.iter().map(|r| owner.len() + 10 + r.len()).sum::<usize>(),
+        rrsig_head.len()
+            + sorted
+                .iter()
+                .map(|r| owner.len() + 10 + r.len())
+                .sum::<usize>(),
     );
     tbs.extend_from_slice(rrsig_head);
     for rd in sorted {

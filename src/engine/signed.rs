@@ -266,8 +266,7 @@ pub fn sign_static(zone: &Zone, keys: &Keys<'_>, now: u64) -> Result<StaticSigs,
                             if !signed {
                                 continue;
                             }
-                            let wire: Vec<Vec<u8>> =
-                                set.records().map(|r| r.to_wire()).collect();
+                            let wire: Vec<Vec<u8>> = set.records().map(|r| r.to_wire()).collect();
                             let recs: Vec<&[u8]> = wire.iter().map(|r| &r[..]).collect();
                             let v = keys.validity_at(now);
                             earliest = earliest.min(u64::from(v.expiration));
@@ -283,7 +282,10 @@ pub fn sign_static(zone: &Zone, keys: &Keys<'_>, now: u64) -> Result<StaticSigs,
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err("signing thread panicked".into())))
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("signing thread panicked".into()))
+            })
             .collect()
     });
     let mut spans = vec![(0u32, 0u32); zone.set_count()];
@@ -602,8 +604,10 @@ impl Engine {
                                 prev.expires[&key]
                             }
                             _ => {
-                                let recs: Vec<&[u8]> =
-                                    set.iter().map(|&i| &members[i as usize].rr()[12..]).collect();
+                                let recs: Vec<&[u8]> = set
+                                    .iter()
+                                    .map(|&i| &members[i as usize].rr()[12..])
+                                    .collect();
                                 let rtype = if v6 { TYPE_AAAA } else { TYPE_A };
                                 let v = keys.validity_at(now);
                                 keys.sign_into(node.name(), rtype, ttl, &recs, v, &mut next.data)?;
@@ -641,10 +645,12 @@ impl Engine {
 impl DynSigs {
     fn fallback_same(&self, other: &DynSigs) -> bool {
         self.fallback.len() == other.fallback.len()
-            && self
-                .fallback
-                .iter()
-                .all(|(k, f)| other.fallback.get(k).is_some_and(|o| o.members == f.members))
+            && self.fallback.iter().all(|(k, f)| {
+                other
+                    .fallback
+                    .get(k)
+                    .is_some_and(|o| o.members == f.members)
+            })
     }
 }
 

@@ -1073,7 +1073,10 @@ fn known_rdata(
         TYPE_DS => {
             let mut ds = || -> Result<(), String> {
                 if fields.len() < 4 {
-                    return Err(format!("expected key tag, algorithm, digest type and digest, found {} field(s)", fields.len()));
+                    return Err(format!(
+                        "expected key tag, algorithm, digest type and digest, found {} field(s)",
+                        fields.len()
+                    ));
                 }
                 let piece = &mut bufs.piece;
                 piece.clear();
@@ -1090,7 +1093,9 @@ fn known_rdata(
                     hex.push_str(word_field(f, "digest")?);
                 }
                 if hex.len() % 2 != 0 || hex.is_empty() {
-                    return Err(format!("digest '{hex}' is not an even number of hex digits"));
+                    return Err(format!(
+                        "digest '{hex}' is not an even number of hex digits"
+                    ));
                 }
                 for i in (0..hex.len()).step_by(2) {
                     let b = u8::from_str_radix(&hex[i..i + 2], 16)
@@ -1105,7 +1110,11 @@ fn known_rdata(
                 };
                 if let Some(n) = want {
                     if piece.len() - 4 != n {
-                        return Err(format!("a digest of type {} has {n} octets, not {}", piece[3], piece.len() - 4));
+                        return Err(format!(
+                            "a digest of type {} has {n} octets, not {}",
+                            piece[3],
+                            piece.len() - 4
+                        ));
                     }
                 }
                 bufs.rdata.push_bytes(piece);
