@@ -86,6 +86,7 @@ impl DenialCache {
                 )
                 .ok()?;
             self.signed += 1;
+            s.online.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             slot.tag = t;
             slot.signer = s.id;
             slot.fresh_until = u64::from(v.expiration).saturating_sub(s.cfg.refresh.as_secs());

@@ -202,6 +202,8 @@ pub struct StaticSigs {
     pub count: usize,
     /// Time signing took, in milliseconds.
     pub ms: u64,
+    /// The earliest expiration of these signatures (Unix seconds).
+    pub earliest: u64,
 }
 
 impl StaticSigs {
@@ -316,6 +318,7 @@ pub fn sign_static(zone: &Zone, keys: &Keys<'_>, now: u64) -> Result<StaticSigs,
         refresh_at: refresh_time(earliest, keys.refresh),
         count,
         ms: t0.elapsed().as_millis() as u64,
+        earliest,
     })
 }
 
@@ -369,6 +372,10 @@ pub struct DynSigs {
     pub count: usize,
     /// Signatures made by the last refresh (the others were kept).
     pub made: usize,
+    /// The earliest expiration of these signatures (Unix seconds).
+    pub earliest: u64,
+    /// Time the last refresh took, in milliseconds.
+    pub ms: u64,
 }
 
 impl DynSigs {
@@ -570,6 +577,7 @@ impl Engine {
         now: u64,
     ) -> Result<Option<DynSigs>, String> {
         let zone = &self.zones[zi];
+        let t0 = std::time::Instant::now();
         let mut next = DynSigs::default();
         let mut changed = false;
         let mut earliest = u64::MAX;
@@ -635,6 +643,8 @@ impl Engine {
         }
         next.count = next.map.len();
         next.refresh_at = refresh_time(earliest, keys.refresh);
+        next.earliest = earliest;
+        next.ms = t0.elapsed().as_millis() as u64;
         if !changed && next.count == prev.count && next.fallback_same(prev) {
             return Ok(None);
         }
@@ -658,6 +668,8 @@ impl DynSigs {
 pub struct ZoneSigner {
     /// Unique per signer (and so per key set): keys cached signatures.
     pub id: u64,
+    /// NSECs signed on the query path (denial cache misses, all threads).
+    pub online: std::sync::atomic::AtomicU64,
     /// The checked `dnssec` table.
     pub cfg: Arc<ZoneDnssec>,
     /// Static RRsets' signatures.
@@ -832,6 +844,7 @@ pub fn build_signers(
         static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         out.push(Some(Box::new(ZoneSigner {
             id: IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            online: Default::default(),
             cfg: cfg.clone(),
             statics: ArcSwap::new(statics),
             dynamic: ArcSwap::new(Arc::new(DynSigs::default())),
