@@ -177,11 +177,6 @@ pub(super) struct Ctx<'e, 's> {
 }
 
 impl<'e> Ctx<'e, '_> {
-    /// The zone's apex (lower-cased wire).
-    pub(super) fn zone_origin(&self) -> &'e [u8] {
-        &self.zone.origin
-    }
-
     /// The TTL of negative answers (RFC 2308 §5, RFC 9077).
     pub(super) fn zone_negative_ttl(&self) -> u32 {
         self.zone.negative_ttl

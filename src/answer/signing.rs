@@ -66,7 +66,7 @@ fn tag(signer: u64, owner: &[u8], rdata: &[u8], ttl: u32) -> u64 {
 impl DenialCache {
     /// The slot holding the RRSIGs of the NSEC (`owner`, `self.rdata`,
     /// `ttl`), signed now if not cached.
-    fn sigs(&mut self, s: &ZoneSigner, apex: &[u8], owner: &[u8], ttl: u32) -> Option<usize> {
+    fn sigs(&mut self, s: &ZoneSigner, owner: &[u8], ttl: u32) -> Option<usize> {
         let t = tag(s.id, owner, &self.rdata, ttl);
         let at = (t as usize) % SLOTS;
         let slot = &mut self.slots[at];
@@ -75,15 +75,7 @@ impl DenialCache {
             slot.sigs.clear();
             slot.tag = 0;
             let v = s
-                .sign_online(
-                    apex,
-                    owner,
-                    TYPE_NSEC,
-                    ttl,
-                    &self.rdata,
-                    now,
-                    &mut slot.sigs,
-                )
+                .sign_online(owner, TYPE_NSEC, ttl, &self.rdata, now, &mut slot.sigs)
                 .ok()?;
             self.signed += 1;
             s.online.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -167,8 +159,7 @@ impl<'e> Ctx<'e, '_> {
     /// The NSEC at `owner` with its RRSIGs, in the authority section.
     fn put_nsec(&mut self, w: &mut Writer, owner: Owner, owner_wire: &[u8], ttl: u32) {
         let Some(s) = self.signer else { return };
-        let apex = self.zone_origin();
-        let Some(at) = self.dc.sigs(s, apex, owner_wire, ttl) else {
+        let Some(at) = self.dc.sigs(s, owner_wire, ttl) else {
             return;
         };
         let dc = &*self.dc;

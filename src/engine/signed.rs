@@ -668,6 +668,8 @@ impl DynSigs {
 pub struct ZoneSigner {
     /// Unique per signer (and so per key set): keys cached signatures.
     pub id: u64,
+    /// The zone's apex (lower-cased wire): the signer name.
+    pub apex: Box<[u8]>,
     /// NSECs signed on the query path (denial cache misses, all threads).
     pub online: std::sync::atomic::AtomicU64,
     /// The checked `dnssec` table.
@@ -692,7 +694,6 @@ impl ZoneSigner {
     /// the ZSKs, appended to `out` behind their lengths.
     pub fn sign_online(
         &self,
-        apex: &[u8],
         owner: &[u8],
         rtype: u16,
         ttl: u32,
@@ -700,31 +701,12 @@ impl ZoneSigner {
         now: u64,
         out: &mut Vec<u8>,
     ) -> Result<Validity, String> {
-        let keys = Keys::of(apex, &self.cfg);
+        let keys = Keys::of(&self.apex, &self.cfg);
         // Online signatures are short-lived: the cache keeps them for
         // `refresh`, a resolver for their TTL.
         let v = Validity::starting(now, keys.validity);
         keys.sign_into(owner, rtype, ttl, &[rdata], v, out)?;
         Ok(v)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn subsets_enumerate_c_n_k() {
-        let mut v = Vec::new();
-        subsets(5, 2, &mut |s| v.push(s.to_vec()));
-        assert_eq!(v.len(), 10);
-        assert_eq!(v[0], vec![0, 1]);
-        assert_eq!(v[9], vec![3, 4]);
-        assert_eq!(choose(5, 2), 10);
-        assert_eq!(choose(64, 8), 4_426_165_368);
-        let mut one = Vec::new();
-        subsets(3, 3, &mut |s| one.push(s.to_vec()));
-        assert_eq!(one, vec![vec![0, 1, 2]]);
     }
 }
 
@@ -845,10 +827,30 @@ pub fn build_signers(
         out.push(Some(Box::new(ZoneSigner {
             id: IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             online: Default::default(),
+            apex: origin.clone(),
             cfg: cfg.clone(),
             statics: ArcSwap::new(statics),
             dynamic: ArcSwap::new(Arc::new(DynSigs::default())),
         })));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subsets_enumerate_c_n_k() {
+        let mut v = Vec::new();
+        subsets(5, 2, &mut |s| v.push(s.to_vec()));
+        assert_eq!(v.len(), 10);
+        assert_eq!(v[0], vec![0, 1]);
+        assert_eq!(v[9], vec![3, 4]);
+        assert_eq!(choose(5, 2), 10);
+        assert_eq!(choose(64, 8), 4_426_165_368);
+        let mut one = Vec::new();
+        subsets(3, 3, &mut |s| one.push(s.to_vec()));
+        assert_eq!(one, vec![vec![0, 1, 2]]);
+    }
 }

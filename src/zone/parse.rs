@@ -1092,7 +1092,7 @@ fn known_rdata(
                 for f in &fields[3..] {
                     hex.push_str(word_field(f, "digest")?);
                 }
-                if hex.len() % 2 != 0 || hex.is_empty() {
+                if !hex.len().is_multiple_of(2) || hex.is_empty() {
                     return Err(format!(
                         "digest '{hex}' is not an even number of hex digits"
                     ));
