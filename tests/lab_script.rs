@@ -2,27 +2,36 @@
 //! `--check NAME` compares the resolvers with meridian and exits 0; the
 //! waiting mode writes lab.env with the ports, serves through both
 //! resolvers, and on SIGTERM stops every process it started; `-- COMMAND`
-//! runs the command with the LAB_* variables and returns its status.
+//! runs the command with the LAB_* variables and returns its status. A
+//! signed zone is validated by both resolvers with the zone's DS from
+//! `meridian dnssec ds` as trust anchor: `--check` shows AD for each answer,
+//! and fails when meridian serves keys other than the anchored ones.
 
 mod common;
 mod lab_common;
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hickory_proto::rr::RecordType;
 
+use common::dnssec_keygen;
+use lab_common::dnssec::have;
 use lab_common::{ask, lab_dir};
 
 fn script() -> Command {
+    script_with(&common::example_config(), Path::new(common::BIN))
+}
+
+fn script_with(config: &Path, meridian: &Path) -> Command {
     let mut c = Command::new("bash");
     c.arg(lab_dir().join("lab.sh"))
         .arg("--config")
-        .arg(common::example_config())
+        .arg(config)
         .arg("--meridian")
-        .arg(common::BIN)
+        .arg(meridian)
         .stdin(Stdio::null());
     // If this test dies without its Drop guards, the script still gets
     // SIGTERM and stops what it started.
@@ -247,4 +256,153 @@ fn command_mode_runs_with_the_lab_variables() {
         ],
         "133.0.0.0/24 is JP (AS)"
     );
+}
+
+/// zones/meridian.toml copied into `dir` (its paths made absolute) with
+/// `dnssec = { keys = [...] }` on the zone: a new KSK and ZSK from
+/// `meridian dnssec keygen` under `dir/keys_dir`, named relative to the
+/// config.
+fn signed_config(dir: &Path, name: &str, keys_dir: &str) -> PathBuf {
+    let keys = dir.join(keys_dir);
+    std::fs::create_dir_all(&keys).unwrap();
+    let ksk = dnssec_keygen(&keys, "example.test", "ecdsap256", true);
+    let zsk = dnssec_keygen(&keys, "example.test", "ecdsap256", false);
+    let zones = common::root().join("zones");
+    let text = std::fs::read_to_string(common::example_config()).unwrap();
+    let geo = "database = \"../geo/example.mmdb\"";
+    let file = "file = \"example.test.zone\"";
+    assert!(
+        text.contains(geo) && text.contains(file),
+        "zones/meridian.toml changed: update signed_config"
+    );
+    let text = text
+        .replace(
+            geo,
+            &format!(
+                "database = \"{}\"",
+                common::root().join("geo/example.mmdb").display()
+            ),
+        )
+        .replace(
+            file,
+            &format!(
+                "file = \"{}\"\ndnssec = {{ keys = [\"{keys_dir}/{ksk}\", \"{keys_dir}/{zsk}\"] }}",
+                zones.join("example.test.zone").display()
+            ),
+        );
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The lab needs the two resolvers and dig; without them, a visible skip.
+fn lab_tools(test: &str) -> bool {
+    for tool in ["unbound", "pdns_recursor", "dig"] {
+        if !have(tool) {
+            common::skip(
+                test,
+                &format!("{tool} is not installed (.ci/run installs it)"),
+            );
+            return false;
+        }
+    }
+    true
+}
+
+/// Resolver rows of a `--check` table: (server, ad, rest of the line).
+fn resolver_rows(stdout: &str) -> Vec<(String, String, String)> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with(' '))
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let server = w.next()?.to_string();
+            let ad = w.next()?.to_string();
+            Some((server, ad, w.collect::<Vec<_>>().join(" ")))
+        })
+        .collect()
+}
+
+#[test]
+fn check_mode_validates_a_signed_zone() {
+    const T: &str = "check_mode_validates_a_signed_zone";
+    if !lab_tools(T) {
+        return;
+    }
+    let dir = common::TempDir::new("lab-signed");
+    let config = signed_config(&dir.0, "meridian.toml", "keys");
+    let out = script_with(&config, Path::new(common::BIN))
+        .args(["--check", "geo.example.test"])
+        .args(["--subnet", "8.8.8.0/24", "--subnet", "2a00:1450:4001::/56"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stderr}{stdout}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}{stdout}");
+    assert!(
+        stderr.contains("validated (trust anchor: the zone's DS from meridian dnssec ds)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("and every one was validated (AD)"),
+        "{stderr}"
+    );
+    let header: Vec<&str> = stdout.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["subnet", "type", "server", "ad", "answer"],
+        "{stdout}"
+    );
+    let rows = resolver_rows(&stdout);
+    // 2 subnets × 2 types × 2 resolvers, each validated and equal.
+    assert_eq!(rows.len(), 8, "{stdout}");
+    for r in ["unbound", "pdns"] {
+        assert_eq!(rows.iter().filter(|x| x.0 == r).count(), 4, "{stdout}");
+    }
+    for (server, ad, rest) in &rows {
+        assert_eq!(ad, "yes", "{server} without AD: {stdout}");
+        assert!(rest.ends_with(" ok"), "{server}: {rest}\n{stdout}");
+    }
+    assert!(stdout.contains("198.51.100.100"), "{stdout}");
+}
+
+#[test]
+fn check_mode_fails_when_the_served_keys_are_not_the_anchored_ones() {
+    const T: &str = "check_mode_fails_when_the_served_keys_are_not_the_anchored_ones";
+    if !lab_tools(T) {
+        return;
+    }
+    let dir = common::TempDir::new("lab-wrong-keys");
+    let anchored = signed_config(&dir.0, "meridian.toml", "keys");
+    let served = signed_config(&dir.0, "served.toml", "other-keys");
+    // The lab takes its anchors from `meridian dnssec ds --config
+    // meridian.toml`; this meridian serves served.toml instead.
+    let wrapper = dir.write(
+        "meridian",
+        &format!(
+            "#!/bin/sh\nif [ \"$1\" = serve ]; then\n  shift 3\n  exec '{bin}' serve --config '{served}' \"$@\"\nfi\nexec '{bin}' \"$@\"\n",
+            bin = common::BIN,
+            served = served.display()
+        ),
+    );
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = script_with(&anchored, &wrapper)
+        .args(["--check", "www.example.test", "--type", "A"])
+        .args(["--subnet", "8.8.8.0/24"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stderr}{stdout}");
+    assert_eq!(out.status.code(), Some(1), "{stderr}{stdout}");
+    assert!(stderr.contains("lack AD: not validated"), "{stderr}");
+    let rows = resolver_rows(&stdout);
+    assert_eq!(rows.len(), 2, "{stdout}");
+    for (server, ad, rest) in &rows {
+        assert_eq!(ad, "no", "{server}: {stdout}");
+        assert!(rest.contains("SERVFAIL"), "{server}: {rest}");
+        assert!(rest.ends_with("NOT VALIDATED"), "{server}: {rest}");
+    }
 }

@@ -28,25 +28,33 @@ free ports, prints the ports, and waits until Ctrl-C; then stops them all.
   --keep            keep the directory
   --no-unbound      do not start Unbound
   --no-pdns         do not start PowerDNS Recursor
+  --no-dnssec       do not validate: by default both resolvers validate
+                    every signed zone (a [[zone]] with a `dnssec` table),
+                    with the zone's own DS (`meridian dnssec ds`) as the
+                    trust anchor
   --check NAME      instead of waiting: ask NAME for each --subnet through
                     meridian and each resolver, print a table, exit 1 if a
                     resolver's answer differs from meridian's
   --subnet CIDR     client subnet for --check (repeatable; default: one
-                    subnet on each continent, IPv4 and IPv6)
+                    subnet on each continent, IPv4 and IPv6). In a
+                    signed zone the table has an `ad` column (the AD flag
+                    of each answer, asked with DO=1) and the check also
+                    exits 1 if a resolver's answer lacks AD
   --type T          A, AAAA or both (default both) for --check
   -- COMMAND ...    instead of waiting: run COMMAND with the LAB_* variables
                     of lab.env in its environment, then stop; exits with
                     COMMAND's status
 
 lab.env (in the directory) holds LAB_MERIDIAN, LAB_MERIDIAN_PORT,
-LAB_METRICS, LAB_UNBOUND, LAB_UNBOUND_PORT, LAB_PDNS, LAB_PDNS_PORT, LAB_PIDS.
+LAB_METRICS, LAB_UNBOUND, LAB_UNBOUND_PORT, LAB_PDNS, LAB_PDNS_PORT, LAB_PIDS,
+and LAB_SIGNED (the validated zones, space-separated; empty if none).
 EOF
 }
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 
-config="" meridian="" dir="" keep=0 unbound=1 pdns=1 check="" qtypes="A AAAA"
+config="" meridian="" dir="" keep=0 unbound=1 pdns=1 check="" qtypes="A AAAA" dnssec=1
 zones=() subnets=() cmd=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -57,6 +65,7 @@ while [ $# -gt 0 ]; do
     --keep) keep=1; shift ;;
     --no-unbound) unbound=0; shift ;;
     --no-pdns) pdns=0; shift ;;
+    --no-dnssec) dnssec=0; shift ;;
     --check) check="$2"; shift 2 ;;
     --subnet) subnets+=("$2"); shift 2 ;;
     --type)
@@ -182,7 +191,7 @@ wait_ready() { # name pid port rd log
       tail -n 30 "$log" >&2 || true
       return 1
     fi
-    if dig @127.0.0.1 -p "$port" "${zones[0]}" SOA "$rd" +time=1 +tries=1 2>/dev/null \
+    if dig @127.0.0.1 -p "$port" "${zones[0]}" SOA "$rd" "$cd_flag" +time=1 +tries=1 2>/dev/null \
         | grep -q 'status: NOERROR'; then
       return 0
     fi
@@ -223,6 +232,36 @@ start() { # name log command...
 # --- meridian ---------------------------------------------------------------
 "$meridian" check --config "$config" >"$dir/check.txt" 2>&1 \
   || { cat "$dir/check.txt" >&2; die "meridian check --config $config failed"; }
+
+# Signed zones: those for which `meridian dnssec ds` prints DS records (the
+# zone's KSKs, or its keys if none is a KSK). Each resolver validates them
+# with that DS as its trust anchor, set at the zone itself, so no DS is
+# ever asked of a parent. Unsigned zones stay unvalidated: Unbound has no
+# anchor above them; the Recursor, which has the root's built in and could
+# not prove them insecure without querying the root, gets an addNTA().
+signed=() unsigned=() anchors=()  # anchors: "zone DS-rdata" lines
+if [ "$dnssec" = 1 ]; then
+  for z in "${zones[@]}"; do
+    if out="$("$meridian" dnssec ds --config "$config" --zone "$z" 2>&1)"; then
+      ds="$(sed -n 's/^[^[:space:]]*[[:space:]]\{1,\}IN[[:space:]]\{1,\}DS[[:space:]]\{1,\}//p' <<<"$out")"
+      [ -n "$ds" ] || die "meridian dnssec ds --zone $z printed no DS: $out"
+      signed+=("$z")
+      while IFS= read -r d; do anchors+=("$z $d"); done <<<"$ds"
+    elif grep -q -e 'has no dnssec keys' -e 'no \[\[zone\]\] has origin' <<<"$out"; then
+      unsigned+=("$z")
+    else
+      echo "$out" >&2
+      die "meridian dnssec ds --config $config --zone $z failed"
+    fi
+  done
+else
+  unsigned=("${zones[@]}")
+fi
+# A resolver is ready when it answers the first zone's SOA; with CD=1 while
+# validating, so that a broken chain still lets the lab start (and show it).
+cd_flag=+nocdflag
+[ ${#signed[@]} -eq 0 ] || cd_flag=+cdflag
+
 # As root (a container, CI), let meridian keep running as root if the config
 # names no `user`: the lab's meridian listens on loopback only.
 root_args=()
@@ -247,12 +286,21 @@ if [ "$unbound" = 1 ]; then
     local_zones+="    local-zone: \"$z\" transparent"$'\n'
     forward_zones+="forward-zone:"$'\n'"    name: \"$z\""$'\n'"    forward-addr: 127.0.0.1@$mport"$'\n'
   done
+  trust_anchors=""
+  if [ ${#anchors[@]} -gt 0 ]; then
+    for a in "${anchors[@]}"; do
+      trust_anchors+="    trust-anchor: \"${a%% *} DS ${a#* }\""$'\n'
+    done
+    # Extended DNS Errors on SERVFAIL (why validation failed), and the
+    # reason in the log.
+    trust_anchors+="    ede: yes"$'\n'"    val-log-level: 2"
+  fi
   for attempt in 1 2 3 4 5; do
     uport="$(free_port)"
     render "$here/unbound.conf.in" "$dir/unbound/unbound.conf" \
       "PORT=$uport" "DIR=$dir/unbound" "MERIDIAN_ADDR=127.0.0.1" \
       "UNBOUND_LOCAL_ZONES=$local_zones" "UNBOUND_FORWARD_ZONES=$forward_zones" \
-      "UNBOUND_TRUST_ANCHORS="
+      "UNBOUND_TRUST_ANCHORS=$trust_anchors"
     unbound-checkconf "$dir/unbound/unbound.conf" >/dev/null \
       || die "unbound-checkconf rejects $dir/unbound/unbound.conf"
     start unbound "$dir/unbound/unbound.log" unbound -d -c "$dir/unbound/unbound.conf"
@@ -275,11 +323,20 @@ if [ "$pdns" = 1 ]; then
   fi
   fwd=""
   for z in "${zones[@]}"; do fwd+="${fwd:+, }${z%.}=127.0.0.1:$mport"; done
+  pdns_dnssec="dnssec=off"
+  if [ ${#anchors[@]} -gt 0 ]; then
+    {
+      echo "-- Trust anchors for the lab's signed zones (meridian dnssec ds)."
+      for a in "${anchors[@]}"; do echo "addTA('${a%%. *}', '${a#* }')"; done
+      for z in ${unsigned[@]+"${unsigned[@]}"}; do echo "addNTA('${z%.}', 'unsigned in the lab')"; done
+    } >"$dir/pdns/recursor.lua"
+    pdns_dnssec="dnssec=validate"$'\n'"lua-config-file=$dir/pdns/recursor.lua"$'\n'"extended-resolution-errors=yes"
+  fi
   for attempt in 1 2 3 4 5; do
     pport="$(free_port)"
     render "$here/recursor.conf.in" "$dir/pdns/recursor.conf" \
       "PORT=$pport" "DIR=$dir/pdns" "MERIDIAN_ADDR=127.0.0.1" \
-      "PDNS_FORWARD_ZONES=$fwd" "ECS_ALLOW_SETTING=$allow" "PDNS_DNSSEC=dnssec=off"
+      "PDNS_FORWARD_ZONES=$fwd" "ECS_ALLOW_SETTING=$allow" "PDNS_DNSSEC=$pdns_dnssec"
     start pdns-recursor "$dir/pdns/recursor.log" pdns_recursor "--config-dir=$dir/pdns"
     if wait_ready pdns-recursor "${pids[-1]}" "$pport" +rec "$dir/pdns/recursor.log"; then break; fi
     forget_last
@@ -297,6 +354,7 @@ LAB_UNBOUND_PORT=$uport
 LAB_PDNS=${pport:+127.0.0.1:$pport}
 LAB_PDNS_PORT=$pport
 LAB_PIDS="${pids[*]}"
+LAB_SIGNED="${signed[*]}"
 EOF
 
 {
@@ -306,23 +364,34 @@ EOF
   if [ -n "$uport" ]; then printf '  %-14s 127.0.0.1:%-6s pid %s\n' unbound "$uport" "${pids[$i]}"; i=$((i + 1)); fi
   if [ -n "$pport" ]; then printf '  %-14s 127.0.0.1:%-6s pid %s\n' pdns-recursor "$pport" "${pids[$i]}"; fi
   echo "  zones forwarded to meridian: ${zones[*]}"
+  if [ ${#anchors[@]} -gt 0 ]; then
+    echo "  validated (trust anchor: the zone's DS from meridian dnssec ds):"
+    for a in "${anchors[@]}"; do echo "    ${a%% *} DS ${a#* }"; done
+  elif [ "$dnssec" = 0 ]; then
+    echo "  not validating (--no-dnssec)"
+  fi
 } >&2
 
 # --- --check NAME ---------------------------------------------------------------
-# The answer to NAME for one client subnet from one server, as one line:
-# sorted records, then the ECS scope if the response has one.
+# The answer to NAME for one client subnet from one server, in $got as one
+# line: sorted records (RRSIGs left out), then the ECS scope if the response
+# has one; and in $ad whether the header has the AD flag (yes/no). With
+# DO=1 (dig +dnssec) when the name is in a validated zone.
 answer() { # port rd name type subnet
-  local out scope
-  out="$(dig @127.0.0.1 -p "$1" "$3" "$4" "$2" "+subnet=$5" +time=3 +tries=2 2>&1)" || true
+  local out scope st flags do_flag=+nodnssec
+  [ "$check_signed" = 0 ] || do_flag=+dnssec
+  out="$(dig @127.0.0.1 -p "$1" "$3" "$4" "$2" "$do_flag" "+subnet=$5" +time=3 +tries=2 2>&1)" || true
+  flags="$(sed -n 's/^;; flags: \([^;]*\);.*/\1/p' <<<"$out" | head -n1)"
+  ad=no
+  case " $flags " in *" ad "*) ad=yes ;; esac
   if ! grep -q 'status: NOERROR' <<<"$out"; then
     st="$(sed -n 's/.*status: \([A-Z]*\),.*/\1/p' <<<"$out" | head -n1)"
-    echo "${st:-no answer}"
+    got="${st:-no answer}"
     return
   fi
   scope="$(sed -n 's/.*CLIENT-SUBNET: [^ ]*\/[0-9]*\/\([0-9]*\).*/\1/p' <<<"$out" | head -n1)"
-  printf '%s%s\n' \
-    "$(awk '/^;; ANSWER SECTION:/{a=1;next} /^$/{a=0} a{print $4" "$5}' <<<"$out" | sort | paste -sd, -)" \
-    "${scope:+ scope /$scope}"
+  got="$(awk '/^;; ANSWER SECTION:/{a=1;next} /^$/{a=0} a && $4 != "RRSIG" {print $4" "$5}' <<<"$out" | sort | paste -sd, -)"
+  got+="${scope:+ scope /$scope}"
 }
 
 # The subnet a resolver sends upstream: the client's truncated to /24 (/56).
@@ -339,31 +408,63 @@ if [ -n "$check" ]; then
     subnets=(8.8.8.0/24 85.214.0.0/24 133.242.0.0/24 200.160.0.0/24 1.128.0.0/24 41.0.0.0/24
              2001:4860::/56 2a00:1450:4001::/56 2001:200::/56 2804:14c::/56)
   fi
-  wrong=0
-  printf '%-22s %-5s %-10s %s\n' subnet type server answer
+  # Is NAME in a validated zone? (The longest forwarded zone it is in.)
+  check_signed=0 best=""
+  c="$(tr '[:upper:]' '[:lower:]' <<<"${check%.}.")"
+  for z in "${zones[@]}"; do
+    zl="$(tr '[:upper:]' '[:lower:]' <<<"$z")"
+    if [ "$c" = "$zl" ] || [[ "$c" == *."$zl" ]]; then
+      [ ${#zl} -le ${#best} ] || best="$zl"
+    fi
+  done
+  for z in ${signed[@]+"${signed[@]}"}; do
+    [ "$(tr '[:upper:]' '[:lower:]' <<<"$z")" != "$best" ] || check_signed=1
+  done
+  # One row: subnet type server [ad] answer; the ad column only when signed.
+  row() { # subnet type server ad rest
+    if [ "$check_signed" = 1 ]; then
+      printf '%-22s %-5s %-10s %-3s %s\n' "$1" "$2" "$3" "$4" "$5"
+    else
+      printf '%-22s %-5s %-10s %s\n' "$1" "$2" "$3" "$5"
+    fi
+  }
+  wrong=0 insecure=0
+  row subnet type server ad answer
   for s in "${subnets[@]}"; do
     up="$(upstream_subnet "$s")"
     for t in $qtypes; do
-      want="$(answer "$mport" +norec "$check" "$t" "$up")"
+      answer "$mport" +norec "$check" "$t" "$up"
+      want="$got"
       note=""
       [ "$up" = "$s" ] || note="  (asked for $up, as the resolvers send it)"
-      printf '%-22s %-5s %-10s %s%s\n' "$s" "$t" meridian "$want" "$note"
+      # meridian, authoritative, never sets AD: the column is for resolvers.
+      row "$s" "$t" meridian - "$want$note"
       want="${want% scope /*}"
       for r in unbound pdns; do
         if [ "$r" = unbound ]; then port="$uport"; else port="$pport"; fi
         [ -n "$port" ] || continue
-        got="$(answer "$port" +rec "$check" "$t" "$s")"
+        answer "$port" +rec "$check" "$t" "$s"
         verdict=ok
         if [ "${got% scope /*}" != "$want" ]; then verdict=WRONG; wrong=$((wrong + 1)); fi
-        printf '%-22s %-5s %-10s %s  %s\n' "" "" "$r" "$got" "$verdict"
+        if [ "$check_signed" = 1 ] && [ "$ad" != yes ]; then
+          if [ "$verdict" = ok ]; then verdict="NOT VALIDATED"; else verdict+=", NOT VALIDATED"; fi
+          insecure=$((insecure + 1))
+        fi
+        row "" "" "$r" "$ad" "$got  $verdict"
       done
     done
   done
   if [ "$wrong" -gt 0 ]; then
     echo "lab: $wrong answer(s) through the resolvers differ from meridian's" >&2
-    exit 1
   fi
+  if [ "$insecure" -gt 0 ]; then
+    echo "lab: $insecure answer(s) through the resolvers lack AD: not validated (logs in $dir; --keep keeps them)" >&2
+  fi
+  [ "$wrong" -eq 0 ] && [ "$insecure" -eq 0 ] || exit 1
   echo "lab: every answer through the resolvers equals meridian's" >&2
+  if [ "$check_signed" = 1 ]; then
+    echo "lab: and every one was validated (AD)" >&2
+  fi
   exit 0
 fi
 
@@ -391,6 +492,7 @@ if [ -n "$q" ]; then q="${q%.} A"; else q="${zones[0]%.} SOA"; fi
   if [ -n "$uport" ]; then echo "  dig @127.0.0.1 -p $uport $q +subnet=8.8.8.0/24        # through Unbound"; fi
   if [ -n "$pport" ]; then echo "  dig @127.0.0.1 -p $pport $q +subnet=8.8.8.0/24        # through PowerDNS Recursor"; fi
   echo "  dig @127.0.0.1 -p $mport $q +norec +subnet=8.8.8.0/24 # meridian itself"
+  if [ ${#signed[@]} -gt 0 ]; then echo "  (add +dnssec for the RRSIGs; the resolvers' answers in ${signed[*]} have the ad flag)"; fi
   echo "  curl -s http://127.0.0.1:$hport/metrics | grep queries_total"
   echo "Ctrl-C stops everything."
 } >&2
