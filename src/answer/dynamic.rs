@@ -38,7 +38,7 @@ use crate::pool::{select, Sticky, MAX_MEMBERS, RR_TTL_AT, SHARE_ONE};
 use meridian_wire::ecs::{ClientSubnet, Scope};
 use meridian_wire::writer::{Section, Writer};
 
-impl<'e> Ctx<'e, '_> {
+impl<'e, const S: bool> Ctx<'e, '_, S> {
     /// A pool or geo answer.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn dynamic(
@@ -210,7 +210,7 @@ impl<'e> Ctx<'e, '_> {
             }
             w.an += 1;
         }
-        if let Some(s) = self.signer {
+        if let (true, Some(s)) = (S, self.signer) {
             // The RRSIGs of exactly this set of members; until a new set
             // is signed (a refresh just changed it), the last signed one.
             let sigs = s.dynamic.load();

@@ -90,18 +90,46 @@ impl Engine {
                 compact: false,
             };
         };
-        let z = &self.zones[zi];
-        // DNSSEC records only for DO=1 (RFC 4035 §3.2.1).
-        let signer = self
-            .signer(zi)
-            .filter(|_| q.edns.is_some_and(|e| e.dnssec_ok));
-        let mut ctx = Ctx {
+        // DNSSEC records only for DO=1 (RFC 4035 §3.2.1). The walk is
+        // compiled twice: the unsigned one holds no signing code at all.
+        let signer = if q.edns.is_some_and(|e| e.dnssec_ok) {
+            self.signer(zi)
+        } else {
+            None
+        };
+        match signer {
+            None => self.walk::<false>(w, q, zi, apex_at, src, sel, dc, None, room),
+            Some(s) => self.walk::<true>(w, q, zi, apex_at, src, sel, dc, Some(s), room),
+        }
+    }
+
+    /// The zone walk for one answer; `S`: signed (DO=1 to a signed zone).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn walk<const S: bool>(
+        &self,
+        w: &mut Writer,
+        q: &Query,
+        zi: usize,
+        apex_at: usize,
+        src: IpAddr,
+        sel: &mut Selector,
+        dc: &mut DenialCache,
+        signer: Option<&crate::engine::signed::ZoneSigner>,
+        room: usize,
+    ) -> Resolved {
+        let name = &q.qname;
+        let mut ctx = Ctx::<S> {
             engine: self,
             sel,
             signer,
-            statics: signer.map(|s| s.statics.load()),
+            statics: if S {
+                signer.map(|s| s.statics.load())
+            } else {
+                None
+            },
             dc,
-            zone: z,
+            zone: &self.zones[zi],
             src,
             ecs: q.edns.and_then(|e| e.ecs),
             scope: Scope::GLOBAL,
@@ -113,11 +141,10 @@ impl Engine {
         };
         let rcode = ctx.lookup(w, name, apex_at, Owner::Qname, q.qtype, 0);
         let aa = rcode != LookupRc::Referral;
-        let compact = ctx.signing();
         // RFC 9824 §3: a compact denial says NOERROR unless the query set
         // the Compact Answers OK bit.
         let rcode = match rcode {
-            LookupRc::NxDomain if compact && !q.edns.is_some_and(|e| e.compact_ok) => RCODE_NOERROR,
+            LookupRc::NxDomain if S && !q.edns.is_some_and(|e| e.compact_ok) => RCODE_NOERROR,
             rc => rc.rcode(),
         };
         Resolved {
@@ -125,7 +152,7 @@ impl Engine {
             aa,
             scope: ctx.scope,
             pool: ctx.pool,
-            compact,
+            compact: S,
         }
     }
 }
@@ -150,7 +177,7 @@ impl LookupRc {
 
 /// One answer's walk: the zone, the client, and what the answer so far
 /// decided (ECS scope, pool used).
-pub(super) struct Ctx<'e, 's> {
+pub(super) struct Ctx<'e, 's, const S: bool> {
     pub(super) engine: &'e Engine,
     /// This thread's random generator and rotation cursors.
     pub(super) sel: &'s mut Selector,
@@ -176,7 +203,7 @@ pub(super) struct Ctx<'e, 's> {
     denials: u32,
 }
 
-impl<'e> Ctx<'e, '_> {
+impl<'e, const S: bool> Ctx<'e, '_, S> {
     /// The TTL of negative answers (RFC 2308 §5, RFC 9077).
     pub(super) fn zone_negative_ttl(&self) -> u32 {
         self.zone.negative_ttl
@@ -307,14 +334,11 @@ impl<'e> Ctx<'e, '_> {
             }
         }
         self.negative(w);
-        let extra = self.families(node);
-        self.deny(
-            w,
-            owner,
-            self.owner_wire(owner),
-            Deny::NoData(Some(node), extra),
-            qtype,
-        );
+        if S {
+            let extra = self.families(node);
+            let wire = self.owner_wire(owner);
+            self.deny(w, owner, wire, Deny::NoData(Some(node), extra), qtype);
+        }
         LookupRc::NoError
     }
 
@@ -325,10 +349,17 @@ impl<'e> Ctx<'e, '_> {
         };
         let binding = &self.engine.bindings[b as usize];
         let mut out = [0u16; 2];
+        let pools = &self.engine.pools;
         for (k, v6) in [false, true].into_iter().enumerate() {
-            let has = crate::engine::signed::binding_pools(binding)
-                .iter()
-                .any(|&p| !self.engine.pools[p].family(v6).is_empty());
+            // No allocation: the pools of a geo name's decisions in place.
+            let has = match &binding.target {
+                crate::engine::Target::Pool(p) => !pools[*p].family(v6).is_empty(),
+                crate::engine::Target::Geo(m) => m.used_decisions().iter().any(|&d| {
+                    m.decision(d)
+                        .iter()
+                        .any(|&p| !pools[p].family(v6).is_empty())
+                }),
+            };
             if has {
                 out[k] = if v6 { TYPE_AAAA } else { TYPE_A };
             }
@@ -423,7 +454,9 @@ impl<'e> Ctx<'e, '_> {
 
     pub(super) fn negative_ttl(&mut self, w: &mut Writer, ttl: u32) {
         let z = self.zone;
-        self.denials += 1;
+        if S {
+            self.denials += 1;
+        }
         if let Some((i, soa)) = z.apex_node().rrset_indexed(TYPE_SOA) {
             let ttl = ttl.min(z.negative_ttl);
             w.put_rrset(Section::Authority, &z.origin, soa, ttl);

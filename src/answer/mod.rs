@@ -222,7 +222,7 @@ impl Engine {
                 ecs.map(|c| (c, r.scope)),
             );
             w.ar += 1;
-            if r.compact && e.compact_ok && !w.overflow {
+            if e.compact_ok && r.compact && !w.overflow {
                 // RFC 9824 §4: the CO bit back, the NXDOMAIN rcode restored.
                 w.buf[opt_at + 7] |= 0x40;
             }

@@ -141,16 +141,19 @@ fn predecessor(name: &[u8], out: &mut [u8; MAX_NAME + 64]) -> Option<usize> {
     Some(room + 1 + rest.len())
 }
 
-impl<'e> Ctx<'e, '_> {
+impl<'e, const S: bool> Ctx<'e, '_, S> {
     /// Signing applies to this answer (DO=1 and a signed zone).
     #[inline]
     pub(super) fn signing(&self) -> bool {
-        self.signer.is_some()
+        S
     }
 
     /// The RRSIGs of static RRset `set` after it, if signing.
     #[inline]
     pub(super) fn sign_static(&self, w: &mut Writer, owner: Owner, s: Section, set: u32, ttl: u32) {
+        if !S {
+            return;
+        }
         if let Some(st) = &self.statics {
             put_sigs(w, owner, s, ttl, st.get(set));
         }
