@@ -618,8 +618,9 @@ signed_table() {
                 split(row[L[m]], f, "\t"); q[m] = f[5]; u[m] = f[6]; sp[m] = f[7]; cp[m] = f[8]
                 op[m] = f[9] + 0; lo[m] = f[14]; by[m] = f[19]; tc[m] = f[20]
             }
-            printf "%-16s %-8s %2d/%d %8.0f %7.2f %6.0f %6.0f %-6s %6.0f %5.0f %5.0f %5.0f", S[i], W[j], n,
-                split(all[k], X, " "), med(q, n), med(u, n), med(by, n), med(tc, n), flag[k], med(lo, n),
+            # runs: undisturbed/total (the medians take every run when none was undisturbed)
+            printf "%-16s %-8s %2d/%d %8.0f %7.2f %6.0f %6.0f %-6s %6.0f %5.0f %5.0f %5.0f", S[i], W[j],
+                (k in clean) ? n : 0, split(all[k], X, " "), med(q, n), med(u, n), med(by, n), med(tc, n), flag[k], med(lo, n),
                 med(sp, n), med(cp, n), med(op, n)
             # A signer next to its own unsigned run, paired by run number.
             base = S[i]; if (sub(/-dnssec$/, "", base)) {
@@ -669,7 +670,9 @@ if has_step signed; then
                     echo "$s: the $w answer with DO=1 has no RRSIG: its rows below are UNSIGNED answers (no RRSIG), not signed ones"
             done
         done
-        [[ " $SIG_ALL " == *" gdnsd "* ]] && echo "gdnsd: no DNSSEC (its issue #65); its rows are unsigned answers to the same DO=1 queries"
+        if [[ " $SIG_ALL " == *" gdnsd "* ]]; then
+            echo "gdnsd: no DNSSEC (its issue #65); its rows are unsigned answers to the same DO=1 queries"
+        fi
     } | tee -a "$TABLE"
     for r in $(seq "$RUNS"); do
         for w in $WORKLOADS; do
