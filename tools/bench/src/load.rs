@@ -80,6 +80,10 @@ pub struct Report {
     /// The generator's own CPU use over the run, percent of one core.
     pub client_cpu_pct: f64,
     pub rcodes: BTreeMap<String, u64>,
+    /// Mean size of the matched replies, octets (DNS message, without UDP/IP).
+    pub reply_bytes_avg: f64,
+    /// Matched replies with TC set (did not fit the advertised 1232 octets).
+    pub truncated: u64,
 }
 
 /// A batch of message slots plus the iovec/mmsghdr arrays the kernel reads.
@@ -200,6 +204,8 @@ struct Counts {
     unmatched: u64,
     errors: u64,
     rcodes: [u64; 16],
+    reply_bytes: u64,
+    truncated: u64,
 }
 
 struct Sockets {
@@ -385,6 +391,12 @@ pub fn run(cfg: &Config, wire: &Wire) -> io::Result<Report> {
             .filter(|(_, &n)| n > 0)
             .map(|(i, &n)| (rcode_name(i).to_string(), n))
             .collect(),
+        reply_bytes_avg: if c.received > 0 {
+            c.reply_bytes as f64 / c.received as f64
+        } else {
+            0.0
+        },
+        truncated: c.truncated,
     })
 }
 
@@ -475,6 +487,8 @@ fn recv_all(
                 Some(sent) => {
                     hist.record(now.saturating_sub(sent));
                     c.rcodes[(m[3] & 0x0f) as usize] += 1;
+                    c.reply_bytes += len as u64;
+                    c.truncated += u64::from(m[2] & 0x02 != 0);
                     c.received += 1;
                     c.received_in_run += in_run as u64;
                 }

@@ -54,6 +54,10 @@ struct RunArgs {
     /// Print the report as one JSON object.
     #[arg(long)]
     json: bool,
+    /// Set the DO bit (DNSSEC OK, RFC 3225) in every query's OPT record, to
+    /// ask for signed answers (RRSIGs, NSEC/NSEC3).
+    #[arg(long)]
+    dnssec_ok: bool,
 }
 
 #[derive(Subcommand)]
@@ -114,7 +118,7 @@ fn run(a: RunArgs) -> Result<(), String> {
     }
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     let qs = query::parse_file(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    let wires: Vec<Vec<u8>> = qs.iter().map(query::Query::to_wire).collect();
+    let wires: Vec<Vec<u8>> = qs.iter().map(|q| q.to_wire_do(a.dnssec_ok)).collect();
     let wire = load::Wire::new(wires.iter().map(Vec::as_slice));
     let cfg = load::Config {
         server,
@@ -161,6 +165,10 @@ fn print_text(r: &load::Report, path: &std::path::Path) {
         println!("  unmatched   {}   errors {}", r.unmatched, r.errors);
     }
     println!("  qps         {:.0}", r.qps);
+    println!(
+        "  reply size  {:.0} octets avg, {} truncated (TC)",
+        r.reply_bytes_avg, r.truncated
+    );
     println!(
         "  latency ms  avg {:.3}  p50 {:.3}  p99 {:.3}  max {:.3}",
         r.lat_avg_ms, r.lat_p50_ms, r.lat_p99_ms, r.lat_max_ms

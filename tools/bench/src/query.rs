@@ -7,8 +7,9 @@
 //!
 //! Every query is built once, at start-up, into DNS wire format with an EDNS(0)
 //! OPT record (UDP payload 1232) and, when a subnet is given, an EDNS Client
-//! Subnet option (RFC 7871) with SCOPE 0. The ID is left 0: the load generator
-//! writes it into the first two bytes when it sends.
+//! Subnet option (RFC 7871) with SCOPE 0, and the DO bit (RFC 3225) when asked
+//! for ([`Query::to_wire_do`], `meridian-loadgen --dnssec-ok`). The ID is left 0:
+//! the load generator writes it into the first two bytes when it sends.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -147,7 +148,19 @@ impl Query {
     /// authoritative), with an OPT record and the ECS option if any, by
     /// meridian-wire's one query builder.
     pub fn to_wire(&self) -> Vec<u8> {
-        let mut q = meridian_wire::QueryBuilder::new(&self.name, self.qtype).edns(EDNS_PAYLOAD);
+        self.to_wire_do(false)
+    }
+
+    /// [`Query::to_wire`], with the OPT record's DO bit set when `dnssec_ok`
+    /// (the server then adds RRSIGs and denial records to signed answers).
+    pub fn to_wire_do(&self, dnssec_ok: bool) -> Vec<u8> {
+        let mut q = meridian_wire::QueryBuilder::new(&self.name, self.qtype).opt(
+            meridian_wire::build::Opt {
+                udp_size: EDNS_PAYLOAD,
+                flags: if dnssec_ok { 0x8000 } else { 0 },
+                ..Default::default()
+            },
+        );
         if let Some((a, l)) = self.ecs {
             q = q.ecs(a, l);
         }
@@ -202,6 +215,24 @@ mod tests {
         want.extend_from_slice(b"\x03www\x07example\x04test\x00\x00\x01\x00\x01");
         want.extend_from_slice(&[0, 0, 41, 0x04, 0xd0, 0, 0, 0, 0, 0, 0]);
         assert_eq!(w, want);
+    }
+
+    #[test]
+    fn dnssec_ok_sets_only_the_do_bit() {
+        let q = parse_line("geo.example.test A 85.214.0.0/24").unwrap();
+        let (plain, signed) = (q.to_wire(), q.to_wire_do(true));
+        assert_eq!(plain.len(), signed.len());
+        let diff: Vec<usize> = (0..plain.len())
+            .filter(|&i| plain[i] != signed[i])
+            .collect();
+        assert_eq!(diff.len(), 1);
+        let m = Message::from_vec(&signed).unwrap();
+        let edns = m.edns.as_ref().expect("OPT present");
+        assert!(edns.flags().dnssec_ok);
+        assert_eq!(edns.max_payload(), EDNS_PAYLOAD);
+        assert!(edns.option(EdnsCode::Subnet).is_some());
+        let m = Message::from_vec(&plain).unwrap();
+        assert!(!m.edns.as_ref().unwrap().flags().dnssec_ok);
     }
 
     #[test]
