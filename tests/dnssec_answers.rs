@@ -245,13 +245,18 @@ fn a_bad_ds_record_fails_check_at_its_line() {
     let zone = std::fs::read_to_string(z.dir.0.join("example.test.zone")).unwrap();
     let line = zone.lines().count() + 1;
     for (bad, words) in [
-        ("sec IN DS 12345 13 2 0123", "a digest of type 2 has 32 octets, not 2"),
+        (
+            "sec IN DS 12345 13 2 0123",
+            "a digest of type 2 has 32 octets, not 2",
+        ),
         ("sec IN DS 12345 13 2 XYZ1", "not hex"),
-        ("sec IN DS 12345 13", "expected key tag, algorithm, digest type and digest"),
+        (
+            "sec IN DS 12345 13",
+            "expected key tag, algorithm, digest type and digest",
+        ),
     ] {
         z.dir.write("example.test.zone", &format!("{zone}{bad}\n"));
-        let (code, _, err) =
-            common::run(&["check", "--config", &z.config.display().to_string()]);
+        let (code, _, err) = common::run(&["check", "--config", &z.config.display().to_string()]);
         assert_eq!(code, 1, "{bad}: {err}");
         assert!(
             err.contains(&format!("example.test.zone:{line}: ")) && err.contains(words),
