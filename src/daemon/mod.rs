@@ -176,12 +176,26 @@ pub fn serve(
     rt.spawn(refresher(shared.clone(), daemon.weights.clone()));
     // `POST /reload` and `POST /stop` reach the loop below through this.
     let (commands, mut api_commands) = tokio::sync::mpsc::channel(4);
+    // Fleet mode: follow the shared overrides and weights in etcd.
+    #[cfg(feature = "fleet")]
+    let fleet = shared.engine.load().fleet.clone().map(|settings| {
+        let f = crate::fleet::Fleet::new(
+            settings,
+            daemon.overrides.clone(),
+            daemon.weights.clone(),
+            shared.clone(),
+        );
+        f.spawn(rt.handle());
+        f
+    });
     if let Some(l) = http_listener {
         let admin = crate::admin::Admin {
             server: shared.clone(),
             overrides: daemon.overrides.clone(),
             weights: daemon.weights.clone(),
             commands,
+            #[cfg(feature = "fleet")]
+            fleet: fleet.clone(),
         };
         rt.spawn(crate::admin::serve(Arc::new(admin), l));
     } else {
