@@ -43,7 +43,10 @@ fn overrides_and_weights_are_shared_through_etcd() {
     }
     let mut etcd = Etcd::start(3);
     let eps = etcd.endpoints();
-    let nodes: Vec<Node> = ["a", "b", "c"].iter().map(|n| Node::start(n, &eps)).collect();
+    let nodes: Vec<Node> = ["a", "b", "c"]
+        .iter()
+        .map(|n| Node::start(n, &eps))
+        .collect();
     for n in &nodes {
         assert!(within(Duration::from_secs(10), || fleet_connected(n)).is_some());
         assert_eq!(n.web(), both());
@@ -67,7 +70,9 @@ fn overrides_and_weights_are_shared_through_etcd() {
         assert_eq!(o["set_on"], "a");
         assert!(o["set_at_ms"].as_u64().unwrap() > 1_700_000_000_000);
     }
-    assert!(etcd.get_prefix("/meridian-test/overrides/").contains("127.0.0.81"));
+    assert!(etcd
+        .get_prefix("/meridian-test/overrides/")
+        .contains("127.0.0.81"));
 
     // A runtime weight through C reaches A.
     let (code, body) = http(nodes[2].api, "POST", "/weight/127.0.0.82?weight=3");
@@ -91,7 +96,9 @@ fn overrides_and_weights_are_shared_through_etcd() {
     for n in &nodes {
         assert_eq!(n.web(), only82());
     }
-    assert!(!etcd.get_prefix("/meridian-test/overrides/").contains("127.0.0.82"));
+    assert!(!etcd
+        .get_prefix("/meridian-test/overrides/")
+        .contains("127.0.0.82"));
 
     // A restarted node comes back with the shared state.
     let mut nodes = nodes;
@@ -134,7 +141,9 @@ fn overrides_and_weights_are_shared_through_etcd() {
     let (code, _) = http(nodes[0].api, "POST", "/override/127.0.0.82?state=drain");
     assert_eq!(code, 200);
     for n in [&nodes[0], &b, &nodes[1]] {
-        assert!(within(Duration::from_secs(1), || n.web() == vec!["127.0.0.81".to_string()]).is_some());
+        assert!(within(Duration::from_secs(1), || n.web()
+            == vec!["127.0.0.81".to_string()])
+        .is_some());
     }
     etcd.kill_all();
     let (code, body) = http(b.api, "POST", "/override/127.0.0.81?state=down");

@@ -65,7 +65,10 @@ pub(crate) async fn route_fleet(
         .filter(|s| s.addr == addr && (port.is_none() || s.effective_port() == port))
         .count();
     if entries == 0 && state != crate::health::OVR_NONE {
-        return error(StatusCode::NOT_FOUND, format!("no pool has a member {addr}"));
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("no pool has a member {addr}"),
+        );
     }
     match fleet.put_override(addr, port, state, by).await {
         Ok(()) => json(

@@ -62,7 +62,10 @@ pub(crate) async fn route_fleet(
         })
         .count();
     if members == 0 && weight.is_some() {
-        return error(StatusCode::NOT_FOUND, format!("no pool has a member {addr}"));
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("no pool has a member {addr}"),
+        );
     }
     match fleet.put_weight(addr, port, weight, by).await {
         Ok(()) => json(

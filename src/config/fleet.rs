@@ -86,13 +86,18 @@ pub fn check(src: &Source, c: &FleetCfg) -> Result<FleetSettings, LocatedError> 
                 Some(h) if !h.is_empty() && !h.contains('/') => Ok(u.to_string()),
                 _ => Err(src.err(
                     e.span(),
-                    format!("fleet etcd endpoint {u:?} is not http://HOST:PORT or https://HOST:PORT"),
+                    format!(
+                        "fleet etcd endpoint {u:?} is not http://HOST:PORT or https://HOST:PORT"
+                    ),
                 )),
             }
         })
         .collect::<Result<_, _>>()?;
     if endpoints.is_empty() {
-        return Err(src.err(c.etcd.span(), "fleet etcd is empty: list the etcd client URLs"));
+        return Err(src.err(
+            c.etcd.span(),
+            "fleet etcd is empty: list the etcd client URLs",
+        ));
     }
     let node = c.node.get_ref().trim().to_string();
     let ok = |b: u8| b.is_ascii_alphanumeric() || b"-_.".contains(&b);
@@ -147,7 +152,11 @@ pub fn check(src: &Source, c: &FleetCfg) -> Result<FleetSettings, LocatedError> 
         (Some(u), Some(p)) => Some((u.get_ref().clone(), p)),
         (None, None) => None,
         _ => {
-            let span = c.user.as_ref().or(c.password_file.as_ref()).map(|s| s.span());
+            let span = c
+                .user
+                .as_ref()
+                .or(c.password_file.as_ref())
+                .map(|s| s.span());
             return Err(src.err(
                 span.unwrap_or(c.node.span()),
                 "fleet user and password_file go together: give both or neither",
@@ -162,7 +171,10 @@ pub fn check(src: &Source, c: &FleetCfg) -> Result<FleetSettings, LocatedError> 
             .ok_or_else(|| {
                 src.err(
                     t.span(),
-                    format!("fleet timeout {:?} must be a duration up to 60s, as \"2s\"", t.get_ref()),
+                    format!(
+                        "fleet timeout {:?} must be a duration up to 60s, as \"2s\"",
+                        t.get_ref()
+                    ),
                 )
             })?,
     };

@@ -149,8 +149,8 @@ impl Fleet {
             .with_timeout(s.timeout)
             .with_keep_alive(Duration::from_secs(5), s.timeout);
         if let Some((user, file)) = &s.user {
-            let pw = std::fs::read_to_string(file)
-                .map_err(|e| format!("{}: {e}", file.display()))?;
+            let pw =
+                std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
             opts = opts.with_user(user.clone(), pw.trim().to_string());
         }
         if let Some(t) = &s.tls {
@@ -243,7 +243,12 @@ impl Fleet {
             }
             Kind::Weight => self
                 .weights
-                .set(&self.server.engine, addr, port, entry.and_then(|e| e.weight))
+                .set(
+                    &self.server.engine,
+                    addr,
+                    port,
+                    entry.and_then(|e| e.weight),
+                )
                 .map(|_| ()),
         };
         if let Err(e) = r {

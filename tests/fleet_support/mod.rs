@@ -16,7 +16,10 @@ use crate::health_support::{serve, write_tokens};
 /// line when not.
 pub(crate) fn fleet_ready(test: &str) -> bool {
     if !cfg!(feature = "fleet") {
-        skip(test, "meridian built without the `fleet` feature (cargo test --all-features)");
+        skip(
+            test,
+            "meridian built without the `fleet` feature (cargo test --all-features)",
+        );
         return false;
     }
     if Command::new("etcd").arg("--version").output().is_err() {
@@ -79,7 +82,10 @@ impl Etcd {
         let e = Etcd { members, _dir: dir };
         let t0 = Instant::now();
         while !e.healthy() {
-            assert!(t0.elapsed() < Duration::from_secs(20), "etcd never became healthy");
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "etcd never became healthy"
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
         e
