@@ -84,7 +84,9 @@ pub(crate) async fn route_fleet(
     }
 }
 
-/// The target, port and state of a write, or the error reply.
+/// The target, port and state of a write, or the error reply (a whole
+/// response: large, on an error path of the API only).
+#[allow(clippy::result_large_err)]
 fn parse(method: &Method, target: &str, query: &str) -> Result<(IpAddr, Option<u16>, u8), Reply> {
     let who = percent_encoding::percent_decode_str(target).decode_utf8_lossy();
     let Some((addr, mut port)) = parse_target(&who) else {

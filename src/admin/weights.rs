@@ -81,8 +81,9 @@ pub(crate) async fn route_fleet(
     }
 }
 
-/// The target, port and weight (None: cleared) of a write, or the error.
-#[allow(clippy::type_complexity)]
+/// The target, port and weight (None: cleared) of a write, or the error
+/// reply (a whole response: large, on an error path of the API only).
+#[allow(clippy::type_complexity, clippy::result_large_err)]
 fn parse(
     method: &Method,
     target: &str,
