@@ -17,6 +17,12 @@
 //! reconnecting it reads the prefix again and drops what was cleared
 //! meanwhile.
 //!
+//! Each node also keeps `{prefix}nodes/{node}` under a lease of
+//! [`LEASE_TTL`] seconds, rewritten every [`CONTACT`] with its last
+//! contact, the config generation it serves and its view of member
+//! health: `meridian fleet status` lists them, and a node that dies
+//! leaves the list when its lease runs out.
+//!
 //! Invariants: the query path never waits for etcd; overrides and weights
 //! are applied through the same `Overrides` and `RuntimeWeights` the
 //! single-node API uses, so a fleet node answers exactly as a single node
@@ -29,7 +35,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use etcd_client::{
-    Client, ConnectOptions, EventType, GetOptions, Identity, TlsOptions, WatchOptions,
+    Client, ConnectOptions, EventType, GetOptions, Identity, PutOptions, TlsOptions, WatchOptions,
 };
 use serde::{Deserialize, Serialize};
 
@@ -37,6 +43,29 @@ use crate::config::fleet::FleetSettings;
 use crate::engine::RuntimeWeights;
 use crate::health::{Overrides, OVR_NONE};
 use crate::transport::ServerState;
+
+/// Seconds a node's registration outlives its last keep-alive.
+pub const LEASE_TTL: i64 = 5;
+
+/// How often a node renews its lease and rewrites its registration.
+pub const CONTACT: Duration = Duration::from_secs(1);
+
+/// A node's registration, as stored in etcd and listed by `fleet status`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeInfo {
+    /// The node's name.
+    pub node: String,
+    /// When it last wrote this, in Unix milliseconds.
+    pub contact_ms: u64,
+    /// The engine generation it serves (changes with every reload).
+    pub generation: u64,
+    /// The config file it serves.
+    pub config: String,
+    /// Health entries (distinct address, port, check) it knows.
+    pub entries: usize,
+    /// Of those, how many it sees down (checks or overrides).
+    pub down: usize,
+}
 
 /// One shared override or weight, as stored in etcd.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -143,32 +172,7 @@ impl Fleet {
         if let Some(c) = &*c {
             return Ok(c.clone());
         }
-        let s = &self.settings;
-        let mut opts = ConnectOptions::new()
-            .with_connect_timeout(s.timeout)
-            .with_timeout(s.timeout)
-            .with_keep_alive(Duration::from_secs(5), s.timeout);
-        if let Some((user, file)) = &s.user {
-            let pw =
-                std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
-            opts = opts.with_user(user.clone(), pw.trim().to_string());
-        }
-        if let Some(t) = &s.tls {
-            let mut tls = TlsOptions::new();
-            if let Some(ca) = &t.ca {
-                let pem = std::fs::read(ca).map_err(|e| format!("{}: {e}", ca.display()))?;
-                tls = tls.ca_certificate(etcd_client::Certificate::from_pem(pem));
-            }
-            if let Some((cert, key)) = &t.identity {
-                let c = std::fs::read(cert).map_err(|e| format!("{}: {e}", cert.display()))?;
-                let k = std::fs::read(key).map_err(|e| format!("{}: {e}", key.display()))?;
-                tls = tls.identity(Identity::from_pem(c, k));
-            }
-            opts = opts.with_tls(tls);
-        }
-        let client = Client::connect(&s.endpoints, Some(opts))
-            .await
-            .map_err(|e| format!("etcd {}: {e}", s.endpoints.join(",")))?;
+        let client = connect(&self.settings).await?;
         *c = Some(client.clone());
         Ok(client)
     }
@@ -324,8 +328,42 @@ impl Fleet {
         });
     }
 
+    /// This node's registration now.
+    fn info(&self) -> NodeInfo {
+        let e = self.server.engine.load();
+        let entries = e.checks.len();
+        let down = (0..entries as u32).filter(|&i| !e.health.is_up(i)).count();
+        NodeInfo {
+            node: self.settings.node.clone(),
+            contact_ms: now_ms(),
+            generation: e.generation,
+            config: e.config_path.display().to_string(),
+            entries,
+            down,
+        }
+    }
+
+    async fn register(&self, c: &mut Client, lease: i64) -> Result<(), String> {
+        let key = format!("{}nodes/{}", self.settings.prefix, self.settings.node);
+        let v = serde_json::to_vec(&self.info()).map_err(|e| e.to_string())?;
+        c.put(key, v, Some(PutOptions::new().with_lease(lease)))
+            .await
+            .map_err(|e| format!("etcd: {e}"))?;
+        Ok(())
+    }
+
     async fn follow(&self) -> Result<(), String> {
         let mut c = self.client().await?;
+        let lease = c
+            .lease_grant(LEASE_TTL, None)
+            .await
+            .map_err(|e| format!("etcd lease: {e}"))?
+            .id();
+        let (mut keeper, mut alive) = c
+            .lease_keep_alive(lease)
+            .await
+            .map_err(|e| format!("etcd lease: {e}"))?;
+        self.register(&mut c, lease).await?;
         let rev = self.sync(&mut c).await?;
         let mut stream = c
             .watch(
@@ -346,11 +384,21 @@ impl Fleet {
                 self.settings.prefix
             );
         }
+        let mut tick = tokio::time::interval(CONTACT);
         loop {
-            let msg = stream
-                .message()
-                .await
-                .map_err(|e| format!("etcd watch: {e}"))?;
+            let msg = tokio::select! {
+                m = stream.message() => m.map_err(|e| format!("etcd watch: {e}"))?,
+                _ = tick.tick() => {
+                    keeper.keep_alive().await.map_err(|e| format!("etcd lease: {e}"))?;
+                    match alive.message().await {
+                        Ok(Some(r)) if r.ttl() > 0 => {}
+                        Ok(_) => return Err("etcd lease expired".into()),
+                        Err(e) => return Err(format!("etcd lease: {e}")),
+                    }
+                    self.register(&mut c, lease).await?;
+                    continue;
+                }
+            };
             let Some(resp) = msg else {
                 return Err("etcd watch ended".into());
             };
@@ -403,4 +451,89 @@ impl Fleet {
             "weights": list(Kind::Weight),
         })
     }
+}
+
+/// A client of the etcd cluster `s` names, authenticated as it says.
+pub async fn connect(s: &FleetSettings) -> Result<Client, String> {
+    let mut opts = ConnectOptions::new()
+        .with_connect_timeout(s.timeout)
+        .with_timeout(s.timeout)
+        .with_keep_alive(Duration::from_secs(5), s.timeout);
+    if let Some((user, file)) = &s.user {
+        let pw = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+        opts = opts.with_user(user.clone(), pw.trim().to_string());
+    }
+    if let Some(t) = &s.tls {
+        let mut tls = TlsOptions::new();
+        if let Some(ca) = &t.ca {
+            let pem = std::fs::read(ca).map_err(|e| format!("{}: {e}", ca.display()))?;
+            tls = tls.ca_certificate(etcd_client::Certificate::from_pem(pem));
+        }
+        if let Some((cert, key)) = &t.identity {
+            let c = std::fs::read(cert).map_err(|e| format!("{}: {e}", cert.display()))?;
+            let k = std::fs::read(key).map_err(|e| format!("{}: {e}", key.display()))?;
+            tls = tls.identity(Identity::from_pem(c, k));
+        }
+        opts = opts.with_tls(tls);
+    }
+    Client::connect(&s.endpoints, Some(opts))
+        .await
+        .map_err(|e| format!("etcd {}: {e}", s.endpoints.join(",")))
+}
+
+/// The registered nodes of the fleet `settings` names (for `meridian fleet
+/// status`), by name.
+pub async fn nodes(settings: &FleetSettings) -> Result<Vec<NodeInfo>, String> {
+    let mut c = connect(settings).await?;
+    let r = c
+        .get(
+            format!("{}nodes/", settings.prefix),
+            Some(GetOptions::new().with_prefix()),
+        )
+        .await
+        .map_err(|e| format!("etcd: {e}"))?;
+    let mut v: Vec<NodeInfo> = r
+        .kvs()
+        .iter()
+        .filter_map(|kv| serde_json::from_slice(kv.value()).ok())
+        .collect();
+    v.sort_by(|a, b| a.node.cmp(&b.node));
+    Ok(v)
+}
+
+/// The `[fleet]` table of the config file `path`, checked (for the
+/// `meridian fleet` commands); an error when it has none.
+pub fn settings_of(path: &std::path::Path) -> Result<FleetSettings, String> {
+    let src = crate::config::Source::read(path).map_err(|e| e.to_string())?;
+    let cfg = src.parse().map_err(|e| e.to_string())?;
+    let f = cfg
+        .fleet
+        .ok_or_else(|| format!("{}: no [fleet] table", path.display()))?;
+    crate::config::fleet::check(&src, f.get_ref()).map_err(|e| e.to_string())
+}
+
+/// `meridian fleet status`: every registered node, its last contact, the
+/// engine generation and config it serves, and its view of member health,
+/// as a table.
+pub async fn status_table(settings: &FleetSettings) -> Result<String, String> {
+    let nodes = nodes(settings).await?;
+    let now = now_ms();
+    let mut out = format!(
+        "{:<16} {:>10} {:>12} {:>8} {:>6}  {}\n",
+        "NODE", "CONTACT", "GENERATION", "ENTRIES", "DOWN", "CONFIG"
+    );
+    for n in &nodes {
+        let age = now.saturating_sub(n.contact_ms) as f64 / 1000.0;
+        out += &format!(
+            "{:<16} {:>9.1}s {:>12} {:>8} {:>6}  {}\n",
+            n.node, age, n.generation, n.entries, n.down, n.config
+        );
+    }
+    out += &format!(
+        "{} node(s) registered in etcd {} under {}\n",
+        nodes.len(),
+        settings.endpoints.join(","),
+        settings.prefix
+    );
+    Ok(out)
 }
