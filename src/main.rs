@@ -213,6 +213,15 @@ enum FleetCmd {
         #[arg(long, value_name = "FILE")]
         config: PathBuf,
     },
+    /// Check a config as `meridian check` does and store it, with its zone
+    /// files, in etcd as a new revision that every node then serves (each
+    /// keeping its own [server], [api] and [fleet] tables, key files and
+    /// geo database, which must match the checksum pushed).
+    Push {
+        /// The config to push; its [fleet] table says where etcd is.
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+    },
 }
 
 /// A runtime weight as `ctl weight` takes it, checked before it is sent.
@@ -411,19 +420,34 @@ fn print_out(bytes: &[u8]) -> ExitCode {
 /// `meridian fleet status`.
 #[cfg(feature = "fleet")]
 fn fleet(action: FleetCmd) -> ExitCode {
-    let FleetCmd::Status { config } = action;
-    let run = || -> Result<String, String> {
-        let settings = meridian::fleet::settings_of(&config)?;
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| e.to_string())?;
-        rt.block_on(meridian::fleet::status_table(&settings))
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("meridian: {e}");
+            return ExitCode::from(1);
+        }
     };
-    match run() {
+    let (what, r) = match action {
+        FleetCmd::Status { config } => (
+            "status",
+            rt.block_on(async {
+                let settings = meridian::fleet::settings_of(&config)?;
+                meridian::fleet::status_table(&settings).await
+            }),
+        ),
+        FleetCmd::Push { config } => (
+            "push",
+            rt.block_on(meridian::fleet::push(&config))
+                .map(|rev| format!("pushed {} as revision {rev}\n", config.display())),
+        ),
+    };
+    match r {
         Ok(t) => print_out(t.as_bytes()),
         Err(e) => {
-            eprintln!("meridian: fleet status: {e}");
+            eprintln!("meridian: fleet {what}: {e}");
             ExitCode::from(1)
         }
     }

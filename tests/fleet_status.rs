@@ -44,11 +44,11 @@ fn fleet_status_lists_live_nodes() {
         .unwrap()
         .to_string();
     let f: Vec<&str> = row.split_whitespace().collect();
-    // NODE CONTACT GENERATION ENTRIES DOWN CONFIG
+    // NODE CONTACT REVISION GENERATION ENTRIES DOWN CONFIG
     let age: f64 = f[1].trim_end_matches('s').parse().unwrap();
     assert!(age < 2.5, "{row}");
-    assert_eq!((f[3], f[4]), ("2", "0"), "{row}");
-    assert!(f[5].ends_with("meridian.toml"), "{row}");
+    assert_eq!((f[2], f[4], f[5]), ("0", "2", "0"), "{row}");
+    assert!(f[6].ends_with("meridian.toml"), "{row}");
     assert!(out.contains("2 node(s) registered"), "{out}");
 
     // b dies: gone once its lease (5 s) runs out.

@@ -43,6 +43,10 @@ pub struct FleetCfg {
     /// `timeout`: connecting and each request to etcd (default "2s").
     #[serde(default)]
     pub timeout: Option<Spanned<String>>,
+    /// `state_dir`: where pushed config revisions are written (default
+    /// `fleet-state` beside this config).
+    #[serde(default)]
+    pub state_dir: Option<Spanned<String>>,
 }
 
 /// TLS to etcd.
@@ -69,6 +73,11 @@ pub struct FleetSettings {
     pub user: Option<(String, PathBuf)>,
     /// Connect and request timeout.
     pub timeout: Duration,
+    /// Where pushed config revisions are written.
+    pub state_dir: PathBuf,
+    /// This node's own config file (its `[server]`, `[api]`, `[fleet]`
+    /// and key files stay local when a pushed config is served).
+    pub local_config: PathBuf,
 }
 
 /// Check `[fleet]`.
@@ -178,6 +187,14 @@ pub fn check(src: &Source, c: &FleetCfg) -> Result<FleetSettings, LocatedError> 
                 )
             })?,
     };
+    // Absolute: a served revision lives elsewhere and reloads read it.
+    let local_config = std::fs::canonicalize(&src.path).unwrap_or(src.path.clone());
+    let dir = local_config.parent().unwrap_or(std::path::Path::new("/"));
+    let state_dir = dir.join(
+        c.state_dir
+            .as_ref()
+            .map_or("fleet-state", |s| s.get_ref().as_str()),
+    );
     Ok(FleetSettings {
         endpoints,
         node,
@@ -185,5 +202,7 @@ pub fn check(src: &Source, c: &FleetCfg) -> Result<FleetSettings, LocatedError> 
         tls,
         user,
         timeout,
+        state_dir,
+        local_config,
     })
 }
