@@ -19,6 +19,8 @@ pub mod daemon;
 pub mod dnssec;
 pub mod engine;
 pub mod error;
+#[cfg(feature = "fleet")]
+pub mod fleet;
 pub mod geo;
 pub mod health;
 pub mod metrics;

@@ -108,6 +108,13 @@ enum Cmd {
         #[command(subcommand)]
         action: DnssecCmd,
     },
+    /// Fleet mode: the nodes sharing state through etcd (built with the
+    /// `fleet` feature).
+    #[cfg(feature = "fleet")]
+    Fleet {
+        #[command(subcommand)]
+        action: FleetCmd,
+    },
     /// Print the man page (roff, section 8) on standard output.
     Man,
     /// Print a shell completion script on standard output.
@@ -192,6 +199,28 @@ enum DnssecCmd {
         /// The digest: sha256 (type 2) or sha384 (type 4).
         #[arg(long, default_value = "sha256", value_parser = ["sha256", "sha384"])]
         digest: String,
+    },
+}
+
+/// `meridian fleet ...`.
+#[cfg(feature = "fleet")]
+#[derive(Subcommand)]
+enum FleetCmd {
+    /// List the nodes registered in etcd: last contact, the engine
+    /// generation and config each serves, and its view of member health.
+    Status {
+        /// A config file whose [fleet] table says where etcd is.
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+    },
+    /// Check a config as `meridian check` does and store it, with its zone
+    /// files, in etcd as a new revision that every node then serves (each
+    /// keeping its own [server], [api] and [fleet] tables, key files and
+    /// geo database, which must match the checksum pushed).
+    Push {
+        /// The config to push; its [fleet] table says where etcd is.
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
     },
 }
 
@@ -309,6 +338,8 @@ fn main() -> ExitCode {
             }
         }
         Cmd::Dnssec { action } => dnssec(action),
+        #[cfg(feature = "fleet")]
+        Cmd::Fleet { action } => fleet(action),
         Cmd::Lookup {
             config,
             name,
@@ -381,6 +412,42 @@ fn print_out(bytes: &[u8]) -> ExitCode {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("meridian: cannot write to standard output: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `meridian fleet status`.
+#[cfg(feature = "fleet")]
+fn fleet(action: FleetCmd) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("meridian: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let (what, r) = match action {
+        FleetCmd::Status { config } => (
+            "status",
+            rt.block_on(async {
+                let settings = meridian::fleet::settings_of(&config)?;
+                meridian::fleet::status_table(&settings).await
+            }),
+        ),
+        FleetCmd::Push { config } => (
+            "push",
+            rt.block_on(meridian::fleet::push(&config))
+                .map(|rev| format!("pushed {} as revision {rev}\n", config.display())),
+        ),
+    };
+    match r {
+        Ok(t) => print_out(t.as_bytes()),
+        Err(e) => {
+            eprintln!("meridian: fleet {what}: {e}");
             ExitCode::from(1)
         }
     }

@@ -58,6 +58,9 @@ pub struct Admin {
     pub weights: Arc<RuntimeWeights>,
     /// Where `POST /reload` and `POST /stop` go: the daemon's loop.
     pub commands: tokio::sync::mpsc::Sender<Command>,
+    /// In fleet mode, where overrides and weights are written (etcd).
+    #[cfg(feature = "fleet")]
+    pub fleet: Option<Arc<crate::fleet::Fleet>>,
 }
 
 /// A request the daemon carries out for the API.
@@ -165,7 +168,7 @@ async fn handle(
             }
         },
     };
-    let r = route(shared, metrics, &req).await;
+    let r = route(shared, metrics, &req, who).await;
     if kind == Access::Write {
         audit(&req, who, &r);
     }
@@ -188,10 +191,28 @@ fn forbidden(why: String) -> Reply {
     json(StatusCode::FORBIDDEN, &serde_json::json!({ "error": why }))
 }
 
-async fn route(shared: &Admin, metrics: &prometheus::Exposition, req: &Request<Incoming>) -> Reply {
+async fn route(
+    shared: &Admin,
+    metrics: &prometheus::Exposition,
+    req: &Request<Incoming>,
+    who: Option<&crate::config::Token>,
+) -> Reply {
     let path = req.uri().path();
     let query = req.uri().query().unwrap_or("");
     let method = req.method();
+    // Fleet mode: overrides and weights are written to etcd for every node.
+    #[cfg(feature = "fleet")]
+    if let Some(f) = &shared.fleet {
+        let by = who.map_or("(none)", |t| t.name.as_str());
+        if let Some(target) = path.strip_prefix("/override/") {
+            return overrides::route_fleet(shared, f, method, target, query, by).await;
+        }
+        if let Some(target) = path.strip_prefix("/weight/") {
+            return weights::route_fleet(shared, f, method, target, query, by).await;
+        }
+    }
+    #[cfg(not(feature = "fleet"))]
+    let _ = who;
     match path {
         "/reload" if method == Method::POST => {
             let (tx, rx) = tokio::sync::oneshot::channel();
@@ -224,7 +245,12 @@ async fn route(shared: &Admin, metrics: &prometheus::Exposition, req: &Request<I
             // The overrides before any entry lock (lock order: runner, entry).
             let ovr = shared.overrides.snapshot();
             let wts = shared.weights.snapshot();
-            let body = status::status_json(&shared.server.engine.load(), &ovr, &wts);
+            #[allow(unused_mut)]
+            let mut body = status::status_json(&shared.server.engine.load(), &ovr, &wts);
+            #[cfg(feature = "fleet")]
+            if let Some(f) = &shared.fleet {
+                body = status::with_fleet(&body, f.status());
+            }
             reply(StatusCode::OK, "application/json", body)
         }
         "/metrics" | "/status" => method_not_allowed("GET"),

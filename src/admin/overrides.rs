@@ -37,32 +37,88 @@ fn bad(msg: String) -> Reply {
 
 /// Handle `/override/{target}?{query}`; `target` and `query` as sent.
 pub(crate) fn route(shared: &Admin, method: &Method, target: &str, query: &str) -> Reply {
+    match parse(method, target, query) {
+        Ok((addr, port, state)) => set(shared, addr, port, state),
+        Err(r) => r,
+    }
+}
+
+/// Fleet mode: the override goes to etcd for every node (then applies
+/// here); if etcd does not take it, nothing changes and the reply is 503.
+#[cfg(feature = "fleet")]
+pub(crate) async fn route_fleet(
+    shared: &Admin,
+    fleet: &crate::fleet::Fleet,
+    method: &Method,
+    target: &str,
+    query: &str,
+    by: &str,
+) -> Reply {
+    let (addr, port, state) = match parse(method, target, query) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let engine = shared.server.engine.load();
+    let entries = engine
+        .checks
+        .iter()
+        .filter(|s| s.addr == addr && (port.is_none() || s.effective_port() == port))
+        .count();
+    if entries == 0 && state != crate::health::OVR_NONE {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("no pool has a member {addr}"),
+        );
+    }
+    match fleet.put_override(addr, port, state, by).await {
+        Ok(()) => json(
+            StatusCode::OK,
+            &OverrideSet {
+                address: addr,
+                port,
+                state: crate::health::override_name(state),
+                entries,
+            },
+        ),
+        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e),
+    }
+}
+
+/// The target, port and state of a write, or the error reply (a whole
+/// response: large, on an error path of the API only).
+#[allow(clippy::result_large_err)]
+fn parse(method: &Method, target: &str, query: &str) -> Result<(IpAddr, Option<u16>, u8), Reply> {
     let who = percent_encoding::percent_decode_str(target).decode_utf8_lossy();
     let Some((addr, mut port)) = parse_target(&who) else {
-        return bad(format!("bad address {who:?}"));
+        return Err(bad(format!("bad address {who:?}")));
     };
     let mut state = None;
     for (k, v) in form_urlencoded::parse(query.as_bytes()) {
         match &*k {
             "state" => match crate::health::parse_override(&v) {
                 Some(o) => state = Some(o),
-                None => return bad(format!("bad state {v:?} (up, down, drain or none)")),
+                None => return Err(bad(format!("bad state {v:?} (up, down, drain or none)"))),
             },
             "port" => match v.parse::<u16>() {
                 Ok(p) if p > 0 => port = Some(p),
-                _ => return bad(format!("bad port {v:?}")),
+                _ => return Err(bad(format!("bad port {v:?}"))),
             },
-            _ => return bad(format!("unknown parameter {k:?} (state, port)")),
+            _ => return Err(bad(format!("unknown parameter {k:?} (state, port)"))),
         }
     }
     let state = match *method {
         Method::POST | Method::PUT => match state {
             Some(s) => s,
-            None => return bad("state=up|down|drain|none is required".into()),
+            None => return Err(bad("state=up|down|drain|none is required".into())),
         },
         Method::DELETE => crate::health::OVR_NONE,
-        _ => return super::method_not_allowed("POST, PUT, DELETE"),
+        _ => return Err(super::method_not_allowed("POST, PUT, DELETE")),
     };
+    Ok((addr, port, state))
+}
+
+/// Set (or clear) an override on this node and reply.
+fn set(shared: &Admin, addr: IpAddr, port: Option<u16>, state: u8) -> Reply {
     let engine = shared.server.engine.load();
     match shared
         .overrides

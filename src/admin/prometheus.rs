@@ -244,7 +244,17 @@ impl Collector for Counters {
         )?;
 
         health(&mut enc, &e)?;
-        dnssec(&mut enc, &e)
+        dnssec(&mut enc, &e)?;
+        if e.fleet.is_some() {
+            family(
+                &mut enc,
+                "meridian_fleet_config_revision",
+                "Fleet mode: the etcd revision of the pushed config this node serves (0: its local config).",
+                MetricType::Gauge,
+            )?
+            .encode_gauge(&self.server.fleet_revision.load(std::sync::atomic::Ordering::Relaxed))?;
+        }
+        Ok(())
     }
 }
 

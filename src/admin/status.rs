@@ -246,6 +246,20 @@ pub(crate) fn status_json(e: &Engine, ovr: &OverrideMap, wts: &WeightMap) -> Str
     s
 }
 
+/// `/status` with the fleet section (fleet mode): this node, whether it
+/// follows etcd, and who set each shared override and weight, where and
+/// when.
+#[cfg(feature = "fleet")]
+pub(crate) fn with_fleet(body: &str, fleet: serde_json::Value) -> String {
+    match serde_json::from_str::<serde_json::Value>(body) {
+        Ok(serde_json::Value::Object(mut m)) => {
+            m.insert("fleet".into(), fleet);
+            serde_json::Value::Object(m).to_string()
+        }
+        _ => body.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,37 +30,101 @@ fn error(status: StatusCode, msg: String) -> Reply {
 
 /// Handle `/weight/{target}?{query}`; `target` and `query` as sent.
 pub(crate) fn route(shared: &Admin, method: &Method, target: &str, query: &str) -> Reply {
+    match parse(method, target, query) {
+        Ok((addr, port, weight)) => set(shared, addr, port, weight),
+        Err(r) => r,
+    }
+}
+
+/// Fleet mode: the weight goes to etcd for every node (then applies here);
+/// if etcd does not take it, nothing changes and the reply is 503.
+#[cfg(feature = "fleet")]
+pub(crate) async fn route_fleet(
+    shared: &Admin,
+    fleet: &crate::fleet::Fleet,
+    method: &Method,
+    target: &str,
+    query: &str,
+    by: &str,
+) -> Reply {
+    let (addr, port, weight) = match parse(method, target, query) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let engine = shared.server.engine.load();
+    let members = engine
+        .pools
+        .iter()
+        .flat_map(|p| p.v4.iter().chain(p.v6.iter()))
+        .filter(|m| {
+            m.addr == addr
+                && (port.is_none() || engine.checks[m.health as usize].effective_port() == port)
+        })
+        .count();
+    if members == 0 && weight.is_some() {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("no pool has a member {addr}"),
+        );
+    }
+    match fleet.put_weight(addr, port, weight, by).await {
+        Ok(()) => json(
+            StatusCode::OK,
+            &WeightSet {
+                address: addr,
+                port,
+                weight: weight.unwrap_or(1.0),
+                members,
+            },
+        ),
+        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e),
+    }
+}
+
+/// The target, port and weight (None: cleared) of a write, or the error
+/// reply (a whole response: large, on an error path of the API only).
+#[allow(clippy::type_complexity, clippy::result_large_err)]
+fn parse(
+    method: &Method,
+    target: &str,
+    query: &str,
+) -> Result<(IpAddr, Option<u16>, Option<f64>), Reply> {
     let bad = |m: String| error(StatusCode::BAD_REQUEST, m);
     let who = percent_encoding::percent_decode_str(target).decode_utf8_lossy();
     let Some((addr, mut port)) = parse_target(&who) else {
-        return bad(format!("bad address {who:?}"));
+        return Err(bad(format!("bad address {who:?}")));
     };
     let mut weight = None;
     for (k, v) in form_urlencoded::parse(query.as_bytes()) {
         match &*k {
             "weight" => match parse_weight(&v) {
                 Ok(w) => weight = Some(w),
-                Err(e) => return bad(e),
+                Err(e) => return Err(bad(e)),
             },
             "port" => match v.parse::<u16>() {
                 Ok(p) if p > 0 => port = Some(p),
-                _ => return bad(format!("bad port {v:?}")),
+                _ => return Err(bad(format!("bad port {v:?}"))),
             },
-            _ => return bad(format!("unknown parameter {k:?} (weight, port)")),
+            _ => return Err(bad(format!("unknown parameter {k:?} (weight, port)"))),
         }
     }
     let weight = match *method {
         Method::POST | Method::PUT => match weight {
             Some(w) => w,
             None => {
-                return bad(format!(
+                return Err(bad(format!(
                     "weight=N (0 to {MAX_RUNTIME_WEIGHT}) or weight=clear is required"
-                ))
+                )))
             }
         },
         Method::DELETE => None,
-        _ => return super::method_not_allowed("POST, PUT, DELETE"),
+        _ => return Err(super::method_not_allowed("POST, PUT, DELETE")),
     };
+    Ok((addr, port, weight))
+}
+
+/// Set (or clear) a runtime weight on this node and reply.
+fn set(shared: &Admin, addr: IpAddr, port: Option<u16>, weight: Option<f64>) -> Reply {
     match shared
         .weights
         .set(&shared.server.engine, addr, port, weight)

@@ -17,6 +17,9 @@ pub struct ConfigFile {
     /// `[api]`: who may use the HTTP API (tokens, host names).
     #[serde(default)]
     pub api: super::api::ApiCfg,
+    /// `[fleet]`: share operator state with other nodes through etcd.
+    #[serde(default)]
+    pub fleet: Option<Spanned<super::fleet::FleetCfg>>,
     /// `[geo]`: the geo database; absent when no name uses locations.
     #[serde(default)]
     pub geo: Option<GeoCfg>,

@@ -8,6 +8,7 @@ pub mod api;
 pub mod checks;
 pub mod dnssec;
 pub mod file;
+pub mod fleet;
 pub mod geo;
 pub mod names;
 pub mod pools;

@@ -171,17 +171,38 @@ pub fn serve(
         overrides: Arc::new(Overrides::new()),
         weights: Arc::new(crate::engine::RuntimeWeights::new()),
         checker: Mutex::new(Checker::new(rt.handle().clone())),
+        next_config: Mutex::new(None),
     });
     daemon.restart_checks();
     rt.spawn(refresher(shared.clone(), daemon.weights.clone()));
     // `POST /reload` and `POST /stop` reach the loop below through this.
     let (commands, mut api_commands) = tokio::sync::mpsc::channel(4);
+    // Fleet mode: follow the shared overrides, weights and config in etcd;
+    // a pushed config comes back here to be reloaded.
+    #[cfg(feature = "fleet")]
+    let (switch_tx, mut switch_rx) = tokio::sync::mpsc::channel::<crate::fleet::Switch>(2);
+    #[cfg(not(feature = "fleet"))]
+    let (_switch_tx, mut switch_rx) = tokio::sync::mpsc::channel::<()>(1);
+    #[cfg(feature = "fleet")]
+    let fleet = shared.engine.load().fleet.clone().map(|settings| {
+        let f = crate::fleet::Fleet::new(
+            settings,
+            daemon.overrides.clone(),
+            daemon.weights.clone(),
+            shared.clone(),
+            switch_tx.clone(),
+        );
+        f.spawn(rt.handle());
+        f
+    });
     if let Some(l) = http_listener {
         let admin = crate::admin::Admin {
             server: shared.clone(),
             overrides: daemon.overrides.clone(),
             weights: daemon.weights.clone(),
             commands,
+            #[cfg(feature = "fleet")]
+            fleet: fleet.clone(),
         };
         rt.spawn(crate::admin::serve(Arc::new(admin), l));
     } else {
@@ -224,6 +245,19 @@ pub fn serve(
         loop {
             tokio::select! {
                 _ = hup.recv() => reloader.request("SIGHUP"),
+                Some(sw) = switch_rx.recv() => {
+                    #[cfg(feature = "fleet")]
+                    {
+                        let (path, done) = sw;
+                        *daemon.next_config.lock().unwrap_or_else(|e| e.into_inner()) = Some(path);
+                        let result = reloader.request_then("fleet config");
+                        tokio::spawn(async move {
+                            let _ = done.send(matches!(result.await, Ok(true)));
+                        });
+                    }
+                    #[cfg(not(feature = "fleet"))]
+                    let () = sw;
+                }
                 _ = term.recv() => break,
                 _ = int.recv() => break,
                 Some(cmd) = api_commands.recv() => match cmd {

@@ -19,6 +19,9 @@ pub(super) struct Daemon {
     pub(super) overrides: Arc<Overrides>,
     pub(super) weights: Arc<RuntimeWeights>,
     pub(super) checker: Mutex<Checker>,
+    /// The config the next reload reads instead of the serving engine's
+    /// (fleet mode: a pushed revision); taken by that reload.
+    pub(super) next_config: Mutex<Option<std::path::PathBuf>>,
 }
 
 impl Daemon {
@@ -135,7 +138,13 @@ pub(super) fn reload(d: &Daemon, why: &str) -> bool {
     let old = shared.engine.load_full();
     // Build on a thread of lower priority: on a busy core the UDP workers
     // keep answering at once instead of waiting out the build's time slice.
-    let build = || crate::answer::load(&old.config_path, Some(&old));
+    let path = d
+        .next_config
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+        .unwrap_or_else(|| old.config_path.clone());
+    let build = || crate::answer::load(&path, Some(&old));
     let built = std::thread::scope(|s| {
         let spawned = std::thread::Builder::new()
             .name("meridian-reload".into())

@@ -29,6 +29,15 @@ pub(super) fn build(
 ) -> Result<Engine, LocatedError> {
     let settings = ServerSettings::from_cfg(src, &cfg.server)?;
     let api = crate::config::ApiSettings::from_cfg(src, &cfg.api)?;
+    let fleet =
+        match &cfg.fleet {
+            None => None,
+            Some(f) if !cfg!(feature = "fleet") => return Err(src.err(
+                f.span(),
+                "[fleet] needs a meridian built with fleet support (cargo build --features fleet)",
+            )),
+            Some(f) => Some(crate::config::fleet::check(src, f.get_ref())?),
+        };
     let mut cost = CostMeter::start();
 
     // Each bound name's owner (wire and text), parsed once. Zones whose
@@ -274,6 +283,7 @@ pub(super) fn build(
         build_cost: cost.parts,
         settings,
         api,
+        fleet,
         refresh: std::sync::Mutex::new(()),
         decided: std::sync::atomic::AtomicU64::new(u64::MAX),
     };

@@ -133,6 +133,8 @@ pub struct Engine {
     /// The checked `[api]` table with its tokens (a reload reads the token
     /// file again).
     pub api: crate::config::ApiSettings,
+    /// The checked `[fleet]` table (None: a single node). Read at start.
+    pub fleet: Option<crate::config::fleet::FleetSettings>,
     /// Held while a refresh publishes decisions, so two never interleave.
     pub refresh: std::sync::Mutex<()>,
     /// The health generation the last full refresh saw (`u64::MAX`: none).

@@ -34,6 +34,9 @@ pub struct ServerState {
     /// The query log's ring when `query_log` is set at start (a reload may
     /// change its sink and sample, not turn it on or off).
     pub query_log: Option<Arc<super::qlog::QueryLog>>,
+    /// Fleet mode: the etcd revision of the pushed config this node serves
+    /// (0: none, the local config).
+    pub fleet_revision: std::sync::atomic::AtomicI64,
 }
 
 impl ServerState {
@@ -54,6 +57,7 @@ impl ServerState {
             tcp_listeners: AtomicUsize::new(0),
             stop: tokio::sync::watch::Sender::new(false),
             query_log,
+            fleet_revision: Default::default(),
         })
     }
 

@@ -1,0 +1,809 @@
+//! Fleet mode (#18, cargo feature `fleet`): the operator state that every
+//! node of a fleet must agree on lives in etcd, not in one process.
+//!
+//! Overrides (up, down, drain) and runtime weights are keys under the
+//! fleet's prefix, one per target:
+//!
+//! - `{prefix}overrides/{address}` or `{prefix}overrides/{address}#{port}`
+//! - `{prefix}weights/{address}` or `{prefix}weights/{address}#{port}`
+//!
+//! each holding a JSON [`Entry`]: the value, who set it (the API token's
+//! name), on which node, and when. A write through any node's API goes to
+//! etcd first (nothing changes if etcd refuses it), then applies locally.
+//! Every node reads the whole prefix at start and then watches it, so a
+//! change made on one node is served by all of them within the watch's
+//! latency (milliseconds on a LAN), and survives restarts. When etcd is
+//! unreachable the node keeps what it has and retries with back-off; on
+//! reconnecting it reads the prefix again and drops what was cleared
+//! meanwhile.
+//!
+//! Each node also keeps `{prefix}nodes/{node}` under a lease of
+//! [`LEASE_TTL`] seconds, rewritten every [`CONTACT`] with its last
+//! contact, the config generation it serves and its view of member
+//! health: `meridian fleet status` lists them, and a node that dies
+//! leaves the list when its lease runs out.
+//!
+//! Invariants: the query path never waits for etcd; overrides and weights
+//! are applied through the same `Overrides` and `RuntimeWeights` the
+//! single-node API uses, so a fleet node answers exactly as a single node
+//! with the same state would.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use etcd_client::{
+    Client, ConnectOptions, EventType, GetOptions, Identity, PutOptions, TlsOptions, WatchOptions,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::config::fleet::FleetSettings;
+use crate::engine::RuntimeWeights;
+use crate::health::{Overrides, OVR_NONE};
+use crate::transport::ServerState;
+
+/// A request to serve the config at a path (a pushed revision), and where
+/// the daemon says whether it serves.
+pub type Switch = (std::path::PathBuf, tokio::sync::oneshot::Sender<bool>);
+
+/// The pushed config, as stored at `{prefix}config`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Pushed {
+    /// The config file's name among `files`.
+    pub config: String,
+    /// Every file the config reads that travels with it (the config, the
+    /// zone files and their `$INCLUDE`s), by path relative to the config's
+    /// folder, base64.
+    pub files: Vec<(String, String)>,
+    /// SHA-256 (hex) of the geo database the config names, if any: each
+    /// node serves its local copy only if it matches.
+    pub geo_sha256: Option<String>,
+    /// Who pushed (user@host) and when (Unix ms).
+    pub by: String,
+    /// See `by`.
+    pub at_ms: u64,
+}
+
+/// Seconds a node's registration outlives its last keep-alive.
+pub const LEASE_TTL: i64 = 5;
+
+/// How often a node renews its lease and rewrites its registration.
+pub const CONTACT: Duration = Duration::from_secs(1);
+
+/// A node's registration, as stored in etcd and listed by `fleet status`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeInfo {
+    /// The node's name.
+    pub node: String,
+    /// When it last wrote this, in Unix milliseconds.
+    pub contact_ms: u64,
+    /// The engine generation it serves (changes with every reload).
+    pub generation: u64,
+    /// The config file it serves.
+    pub config: String,
+    /// Health entries (distinct address, port, check) it knows.
+    pub entries: usize,
+    /// Of those, how many it sees down (checks or overrides).
+    pub down: usize,
+    /// The etcd revision of the pushed config it serves (0: its local one).
+    #[serde(default)]
+    pub revision: i64,
+}
+
+/// One shared override or weight, as stored in etcd.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    /// `up`, `down` or `drain` for an override.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// The factor for a runtime weight.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<f64>,
+    /// The API token's name that set it.
+    pub by: String,
+    /// The node whose API took the write.
+    pub node: String,
+    /// When, in Unix milliseconds.
+    pub at_ms: u64,
+}
+
+/// What a key is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Override,
+    Weight,
+}
+
+impl Kind {
+    fn dir(self) -> &'static str {
+        match self {
+            Kind::Override => "overrides/",
+            Kind::Weight => "weights/",
+        }
+    }
+}
+
+type Target = (Kind, IpAddr, Option<u16>);
+
+/// A fleet node's link to etcd.
+pub struct Fleet {
+    settings: FleetSettings,
+    client: tokio::sync::Mutex<Option<Client>>,
+    /// The entries in force, as last read from etcd (for `/status`).
+    entries: Mutex<BTreeMap<Target, Entry>>,
+    connected: AtomicBool,
+    overrides: Arc<Overrides>,
+    weights: Arc<RuntimeWeights>,
+    server: Arc<ServerState>,
+    switch: tokio::sync::mpsc::Sender<Switch>,
+    /// The last pushed revision refused here, and why (for `/status`).
+    refused: Mutex<Option<(i64, String)>>,
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Fleet {
+    /// A node of the fleet `settings` describes, applying shared state to
+    /// `overrides` and `weights`. Nothing connects until [`Fleet::spawn`]
+    /// or the first write.
+    pub fn new(
+        settings: FleetSettings,
+        overrides: Arc<Overrides>,
+        weights: Arc<RuntimeWeights>,
+        server: Arc<ServerState>,
+        switch: tokio::sync::mpsc::Sender<Switch>,
+    ) -> Arc<Fleet> {
+        Arc::new(Fleet {
+            settings,
+            client: tokio::sync::Mutex::new(None),
+            entries: Mutex::new(BTreeMap::new()),
+            connected: AtomicBool::new(false),
+            overrides,
+            weights,
+            server,
+            switch,
+            refused: Mutex::new(None),
+        })
+    }
+
+    /// This node's name.
+    pub fn node(&self) -> &str {
+        &self.settings.node
+    }
+
+    fn key(&self, (kind, addr, port): Target) -> String {
+        match port {
+            Some(p) => format!("{}{}{addr}#{p}", self.settings.prefix, kind.dir()),
+            None => format!("{}{}{addr}", self.settings.prefix, kind.dir()),
+        }
+    }
+
+    fn parse_key(&self, key: &str) -> Option<Target> {
+        let rest = key.strip_prefix(&self.settings.prefix)?;
+        let (kind, t) = if let Some(t) = rest.strip_prefix(Kind::Override.dir()) {
+            (Kind::Override, t)
+        } else {
+            (Kind::Weight, rest.strip_prefix(Kind::Weight.dir())?)
+        };
+        let (a, p) = match t.split_once('#') {
+            Some((a, p)) => (a, Some(p.parse().ok()?)),
+            None => (t, None),
+        };
+        Some((kind, a.parse().ok()?, p))
+    }
+
+    async fn client(&self) -> Result<Client, String> {
+        let mut c = self.client.lock().await;
+        if let Some(c) = &*c {
+            return Ok(c.clone());
+        }
+        let client = connect(&self.settings).await?;
+        *c = Some(client.clone());
+        Ok(client)
+    }
+
+    /// Store an override for every node (`OVR_NONE` deletes it), set by
+    /// the token `by`. Nothing is applied if etcd does not take it.
+    pub async fn put_override(
+        &self,
+        addr: IpAddr,
+        port: Option<u16>,
+        state: u8,
+        by: &str,
+    ) -> Result<(), String> {
+        let t = (Kind::Override, addr, port);
+        let entry = (state != OVR_NONE).then(|| Entry {
+            state: Some(crate::health::override_name(state).to_string()),
+            weight: None,
+            by: by.to_string(),
+            node: self.settings.node.clone(),
+            at_ms: now_ms(),
+        });
+        self.put(t, entry).await
+    }
+
+    /// Store a runtime weight for every node (None deletes it).
+    pub async fn put_weight(
+        &self,
+        addr: IpAddr,
+        port: Option<u16>,
+        weight: Option<f64>,
+        by: &str,
+    ) -> Result<(), String> {
+        let t = (Kind::Weight, addr, port);
+        let entry = weight.map(|w| Entry {
+            state: None,
+            weight: Some(w),
+            by: by.to_string(),
+            node: self.settings.node.clone(),
+            at_ms: now_ms(),
+        });
+        self.put(t, entry).await
+    }
+
+    async fn put(&self, t: Target, entry: Option<Entry>) -> Result<(), String> {
+        let mut c = self.client().await?;
+        let key = self.key(t);
+        let r = match &entry {
+            Some(e) => {
+                let v = serde_json::to_vec(e).map_err(|e| e.to_string())?;
+                c.put(key, v, None).await.map(|_| ())
+            }
+            None => c.delete(key, None).await.map(|_| ()),
+        };
+        r.map_err(|e| format!("etcd: {e}"))?;
+        self.apply(t, entry.as_ref());
+        Ok(())
+    }
+
+    /// Apply one entry (None: cleared) to this node.
+    fn apply(&self, t: Target, entry: Option<&Entry>) {
+        let (kind, addr, port) = t;
+        let engine = self.server.engine.load();
+        let r = match kind {
+            Kind::Override => {
+                let state = entry
+                    .and_then(|e| e.state.as_deref())
+                    .and_then(crate::health::parse_override)
+                    .unwrap_or(OVR_NONE);
+                self.overrides
+                    .set(&engine.health, &engine.checks, addr, port, state)
+                    .map(|_| ())
+            }
+            Kind::Weight => self
+                .weights
+                .set(
+                    &self.server.engine,
+                    addr,
+                    port,
+                    entry.and_then(|e| e.weight),
+                )
+                .map(|_| ()),
+        };
+        if let Err(e) = r {
+            // Another node's config may have members this one lacks.
+            tracing::debug!("fleet: {kind:?} for {addr} not applied here: {e}");
+        }
+        self.weights.catch_up(&engine);
+        let mut m = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        match entry {
+            Some(e) => {
+                m.insert(t, e.clone());
+            }
+            None => {
+                m.remove(&t);
+            }
+        }
+    }
+
+    /// Read the whole prefix and make this node match it; the revision to
+    /// watch from.
+    async fn sync(&self, c: &mut Client) -> Result<i64, String> {
+        let r = c
+            .get(
+                self.settings.prefix.as_bytes(),
+                Some(GetOptions::new().with_prefix()),
+            )
+            .await
+            .map_err(|e| format!("etcd: {e}"))?;
+        let rev = r.header().map_or(0, |h| h.revision());
+        let mut seen = Vec::new();
+        let config_key = format!("{}config", self.settings.prefix);
+        for kv in r.kvs() {
+            if kv.key() == config_key.as_bytes() {
+                self.serve_pushed(kv.mod_revision(), kv.value()).await;
+                continue;
+            }
+            let Some(t) = kv.key_str().ok().and_then(|k| self.parse_key(k)) else {
+                continue;
+            };
+            let Ok(e) = serde_json::from_slice::<Entry>(kv.value()) else {
+                continue;
+            };
+            self.apply(t, Some(&e));
+            seen.push(t);
+        }
+        // What was cleared while this node did not watch.
+        let stale: Vec<Target> = {
+            let m = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+            m.keys().filter(|t| !seen.contains(t)).copied().collect()
+        };
+        for t in stale {
+            self.apply(t, None);
+        }
+        Ok(rev)
+    }
+
+    /// Serve pushed revision `rev` (its stored value `v`): write its files
+    /// under the state dir with this node's own `[server]`, `[api]` and
+    /// `[fleet]` tables and key files, check the geo database's checksum,
+    /// and have the daemon reload from it. A refusal or a failed load keeps
+    /// the running config, and says why in the log and `/status`.
+    async fn serve_pushed(&self, rev: i64, v: &[u8]) {
+        if rev <= self.server.fleet_revision.load(Ordering::Relaxed) {
+            return;
+        }
+        let refuse = |why: String| {
+            tracing::error!("fleet: config revision {rev} refused, the running one is kept: {why}");
+            *self.refused.lock().unwrap_or_else(|e| e.into_inner()) = Some((rev, why));
+        };
+        let path = match serde_json::from_slice::<Pushed>(v)
+            .map_err(|e| format!("not a pushed config: {e}"))
+            .and_then(|p| materialize(&self.settings, rev, &p))
+        {
+            Ok(p) => p,
+            Err(why) => return refuse(why),
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.switch.send((path, tx)).await.is_err() {
+            return;
+        }
+        match rx.await {
+            Ok(true) => {
+                self.server.fleet_revision.store(rev, Ordering::Relaxed);
+                tracing::info!("fleet: serving config revision {rev}");
+            }
+            _ => refuse("it did not load: see the reload line above".into()),
+        }
+    }
+
+    /// Start following etcd: read the prefix, then watch it, reconnecting
+    /// with back-off (up to 5 s) for as long as the runtime runs.
+    pub fn spawn(self: &Arc<Self>, rt: &tokio::runtime::Handle) {
+        let me = self.clone();
+        rt.spawn(async move {
+            let mut backoff = Duration::from_millis(100);
+            loop {
+                match me.follow().await {
+                    Ok(()) => backoff = Duration::from_millis(100),
+                    Err(e) => {
+                        if me.connected.swap(false, Ordering::Relaxed) {
+                            tracing::warn!("fleet: lost etcd, keeping the last state: {e}");
+                        } else {
+                            tracing::debug!("fleet: etcd not reachable: {e}");
+                        }
+                        *me.client.lock().await = None;
+                    }
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+        });
+    }
+
+    /// This node's registration now.
+    fn info(&self) -> NodeInfo {
+        let e = self.server.engine.load();
+        let entries = e.checks.len();
+        let down = (0..entries as u32).filter(|&i| !e.health.is_up(i)).count();
+        NodeInfo {
+            node: self.settings.node.clone(),
+            contact_ms: now_ms(),
+            generation: e.generation,
+            config: e.config_path.display().to_string(),
+            entries,
+            down,
+            revision: self.server.fleet_revision.load(Ordering::Relaxed),
+        }
+    }
+
+    async fn register(&self, c: &mut Client, lease: i64) -> Result<(), String> {
+        let key = format!("{}nodes/{}", self.settings.prefix, self.settings.node);
+        let v = serde_json::to_vec(&self.info()).map_err(|e| e.to_string())?;
+        c.put(key, v, Some(PutOptions::new().with_lease(lease)))
+            .await
+            .map_err(|e| format!("etcd: {e}"))?;
+        Ok(())
+    }
+
+    async fn follow(&self) -> Result<(), String> {
+        let mut c = self.client().await?;
+        let lease = c
+            .lease_grant(LEASE_TTL, None)
+            .await
+            .map_err(|e| format!("etcd lease: {e}"))?
+            .id();
+        let (mut keeper, mut alive) = c
+            .lease_keep_alive(lease)
+            .await
+            .map_err(|e| format!("etcd lease: {e}"))?;
+        self.register(&mut c, lease).await?;
+        let rev = self.sync(&mut c).await?;
+        let mut stream = c
+            .watch(
+                self.settings.prefix.as_bytes(),
+                Some(
+                    WatchOptions::new()
+                        .with_prefix()
+                        .with_start_revision(rev + 1),
+                ),
+            )
+            .await
+            .map_err(|e| format!("etcd watch: {e}"))?;
+        if !self.connected.swap(true, Ordering::Relaxed) {
+            tracing::info!(
+                "fleet: node {} following etcd {} (prefix {})",
+                self.settings.node,
+                self.settings.endpoints.join(","),
+                self.settings.prefix
+            );
+        }
+        let mut tick = tokio::time::interval(CONTACT);
+        loop {
+            let msg = tokio::select! {
+                m = stream.message() => m.map_err(|e| format!("etcd watch: {e}"))?,
+                _ = tick.tick() => {
+                    keeper.keep_alive().await.map_err(|e| format!("etcd lease: {e}"))?;
+                    match alive.message().await {
+                        Ok(Some(r)) if r.ttl() > 0 => {}
+                        Ok(_) => return Err("etcd lease expired".into()),
+                        Err(e) => return Err(format!("etcd lease: {e}")),
+                    }
+                    self.register(&mut c, lease).await?;
+                    continue;
+                }
+            };
+            let Some(resp) = msg else {
+                return Err("etcd watch ended".into());
+            };
+            if resp.canceled() {
+                return Err("etcd watch canceled".into());
+            }
+            let config_key = format!("{}config", self.settings.prefix);
+            for ev in resp.events() {
+                let Some(kv) = ev.kv() else { continue };
+                if kv.key() == config_key.as_bytes() {
+                    if ev.event_type() == EventType::Put {
+                        self.serve_pushed(kv.mod_revision(), kv.value()).await;
+                        // `fleet status` shows the new revision at once.
+                        self.register(&mut c, lease).await?;
+                    }
+                    continue;
+                }
+                let Some(t) = kv.key_str().ok().and_then(|k| self.parse_key(k)) else {
+                    continue;
+                };
+                match ev.event_type() {
+                    EventType::Put => {
+                        if let Ok(e) = serde_json::from_slice::<Entry>(kv.value()) {
+                            self.apply(t, Some(&e));
+                        }
+                    }
+                    EventType::Delete => self.apply(t, None),
+                }
+            }
+        }
+    }
+
+    /// The fleet part of `/status`: this node, whether it follows etcd, and
+    /// every shared override and weight with who set it, where and when.
+    pub fn status(&self) -> serde_json::Value {
+        let m = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let list = |k: Kind| -> Vec<serde_json::Value> {
+            m.iter()
+                .filter(|((kind, _, _), _)| *kind == k)
+                .map(|((_, addr, port), e)| {
+                    serde_json::json!({
+                        "address": addr,
+                        "port": port,
+                        "state": e.state,
+                        "weight": e.weight,
+                        "set_by": e.by,
+                        "set_on": e.node,
+                        "set_at_ms": e.at_ms,
+                    })
+                })
+                .collect()
+        };
+        let refused = self
+            .refused
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        serde_json::json!({
+            "node": self.settings.node,
+            "revision": self.server.fleet_revision.load(Ordering::Relaxed),
+            "refused": refused.map(|(r, why)| serde_json::json!({ "revision": r, "why": why })),
+            "etcd": self.settings.endpoints,
+            "prefix": self.settings.prefix,
+            "connected": self.connected.load(Ordering::Relaxed),
+            "overrides": list(Kind::Override),
+            "weights": list(Kind::Weight),
+        })
+    }
+}
+
+/// A client of the etcd cluster `s` names, authenticated as it says.
+pub async fn connect(s: &FleetSettings) -> Result<Client, String> {
+    let mut opts = ConnectOptions::new()
+        .with_connect_timeout(s.timeout)
+        .with_timeout(s.timeout)
+        .with_keep_alive(Duration::from_secs(5), s.timeout);
+    if let Some((user, file)) = &s.user {
+        let pw = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+        opts = opts.with_user(user.clone(), pw.trim().to_string());
+    }
+    if let Some(t) = &s.tls {
+        let mut tls = TlsOptions::new();
+        if let Some(ca) = &t.ca {
+            let pem = std::fs::read(ca).map_err(|e| format!("{}: {e}", ca.display()))?;
+            tls = tls.ca_certificate(etcd_client::Certificate::from_pem(pem));
+        }
+        if let Some((cert, key)) = &t.identity {
+            let c = std::fs::read(cert).map_err(|e| format!("{}: {e}", cert.display()))?;
+            let k = std::fs::read(key).map_err(|e| format!("{}: {e}", key.display()))?;
+            tls = tls.identity(Identity::from_pem(c, k));
+        }
+        opts = opts.with_tls(tls);
+    }
+    Client::connect(&s.endpoints, Some(opts))
+        .await
+        .map_err(|e| format!("etcd {}: {e}", s.endpoints.join(",")))
+}
+
+/// The registered nodes of the fleet `settings` names (for `meridian fleet
+/// status`), by name.
+pub async fn nodes(settings: &FleetSettings) -> Result<Vec<NodeInfo>, String> {
+    let mut c = connect(settings).await?;
+    let r = c
+        .get(
+            format!("{}nodes/", settings.prefix),
+            Some(GetOptions::new().with_prefix()),
+        )
+        .await
+        .map_err(|e| format!("etcd: {e}"))?;
+    let mut v: Vec<NodeInfo> = r
+        .kvs()
+        .iter()
+        .filter_map(|kv| serde_json::from_slice(kv.value()).ok())
+        .collect();
+    v.sort_by(|a, b| a.node.cmp(&b.node));
+    Ok(v)
+}
+
+/// The `[fleet]` table of the config file `path`, checked (for the
+/// `meridian fleet` commands); an error when it has none.
+pub fn settings_of(path: &std::path::Path) -> Result<FleetSettings, String> {
+    let src = crate::config::Source::read(path).map_err(|e| e.to_string())?;
+    let cfg = src.parse().map_err(|e| e.to_string())?;
+    let f = cfg
+        .fleet
+        .ok_or_else(|| format!("{}: no [fleet] table", path.display()))?;
+    crate::config::fleet::check(&src, f.get_ref()).map_err(|e| e.to_string())
+}
+
+/// `meridian fleet status`: every registered node, its last contact, the
+/// engine generation and config it serves, and its view of member health,
+/// as a table.
+pub async fn status_table(settings: &FleetSettings) -> Result<String, String> {
+    let nodes = nodes(settings).await?;
+    let now = now_ms();
+    let mut out = format!(
+        "{:<16} {:>10} {:>9} {:>12} {:>8} {:>6}  {}\n",
+        "NODE", "CONTACT", "REVISION", "GENERATION", "ENTRIES", "DOWN", "CONFIG"
+    );
+    for n in &nodes {
+        let age = now.saturating_sub(n.contact_ms) as f64 / 1000.0;
+        out += &format!(
+            "{:<16} {:>9.1}s {:>9} {:>12} {:>8} {:>6}  {}\n",
+            n.node, age, n.revision, n.generation, n.entries, n.down, n.config
+        );
+    }
+    out += &format!(
+        "{} node(s) registered in etcd {} under {}\n",
+        nodes.len(),
+        settings.endpoints.join(","),
+        settings.prefix
+    );
+    Ok(out)
+}
+
+fn b64() -> data_encoding::Encoding {
+    data_encoding::BASE64
+}
+
+fn sha256_hex(path: &std::path::Path) -> Result<String, String> {
+    let data = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let d = ring::digest::digest(&ring::digest::SHA256, &data);
+    Ok(data_encoding::HEXLOWER.encode(d.as_ref()))
+}
+
+/// Make `v` absolute against `dir` when it is a relative path string.
+fn absolutize(v: &mut toml::Value, dir: &std::path::Path) {
+    if let toml::Value::String(s) = v {
+        if !std::path::Path::new(s.as_str()).is_absolute() {
+            *s = dir.join(s.as_str()).display().to_string();
+        }
+    }
+}
+
+/// Write revision `rev` under the state dir as this node will serve it;
+/// the path of its config file.
+fn materialize(s: &FleetSettings, rev: i64, p: &Pushed) -> Result<std::path::PathBuf, String> {
+    let dir = s.state_dir.join(format!("rev-{rev}"));
+    let local_dir = s
+        .local_config
+        .parent()
+        .unwrap_or(std::path::Path::new("/"))
+        .to_path_buf();
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut config_text = None;
+    for (name, data) in &p.files {
+        let rel = std::path::Path::new(name);
+        if rel.is_absolute()
+            || rel
+                .components()
+                .any(|c| c == std::path::Component::ParentDir)
+        {
+            return Err(format!("file {name:?} is outside the config's folder"));
+        }
+        let bytes = b64()
+            .decode(data.as_bytes())
+            .map_err(|e| format!("file {name:?}: {e}"))?;
+        if *name == p.config {
+            config_text = Some(String::from_utf8(bytes).map_err(|e| e.to_string())?);
+            continue;
+        }
+        let out = dir.join(rel);
+        if let Some(parent) = out.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+        }
+        std::fs::write(&out, bytes).map_err(|e| format!("{}: {e}", out.display()))?;
+    }
+    let text = config_text.ok_or("the config file is missing")?;
+    let mut cfg: toml::Table = toml::from_str(&text).map_err(|e| e.to_string())?;
+    let local_text = std::fs::read_to_string(&s.local_config)
+        .map_err(|e| format!("{}: {e}", s.local_config.display()))?;
+    let mut local: toml::Table = toml::from_str(&local_text).map_err(|e| e.to_string())?;
+    // This node's own tables, their files found where its config is.
+    if let Some(toml::Value::Table(api)) = local.get_mut("api") {
+        if let Some(t) = api.get_mut("tokens") {
+            absolutize(t, &local_dir);
+        }
+    }
+    if let Some(toml::Value::Table(f)) = local.get_mut("fleet") {
+        for k in ["ca", "cert", "key", "password_file"] {
+            if let Some(v) = f.get_mut(k) {
+                absolutize(v, &local_dir);
+            }
+        }
+        // The state dir stays where this node's config put it.
+        f.insert(
+            "state_dir".into(),
+            toml::Value::String(s.state_dir.display().to_string()),
+        );
+    }
+    for t in ["server", "api", "fleet"] {
+        match local.remove(t) {
+            Some(v) => {
+                cfg.insert(t.into(), v);
+            }
+            None => {
+                cfg.remove(t);
+            }
+        }
+    }
+    // Key files and the geo database are this node's own copies.
+    if let Some(toml::Value::Array(zones)) = cfg.get_mut("zone") {
+        for z in zones {
+            if let Some(toml::Value::Table(d)) = z.get_mut("dnssec") {
+                for k in ["keys", "publish"] {
+                    if let Some(toml::Value::Array(a)) = d.get_mut(k) {
+                        a.iter_mut().for_each(|v| absolutize(v, &local_dir));
+                    }
+                }
+            }
+        }
+    }
+    if let Some(toml::Value::Table(g)) = cfg.get_mut("geo") {
+        if let Some(db) = g.get_mut("database") {
+            absolutize(db, &local_dir);
+            let path = std::path::PathBuf::from(db.as_str().unwrap_or_default());
+            let have = sha256_hex(&path)?;
+            if let Some(want) = &p.geo_sha256 {
+                if *want != have {
+                    return Err(format!(
+                        "the geo database {} has SHA-256 {have}, the pushed config was checked against {want}",
+                        path.display()
+                    ));
+                }
+            }
+        }
+    }
+    let out = dir.join("meridian.toml");
+    let text = toml::to_string(&cfg).map_err(|e| e.to_string())?;
+    std::fs::write(&out, text).map_err(|e| format!("{}: {e}", out.display()))?;
+    Ok(out)
+}
+
+/// `meridian fleet push --config FILE`: check the config exactly as
+/// `meridian check` does (zones, keys, geo database), refuse a bad one,
+/// and store it with its zone files in etcd as a new revision, which every
+/// node then serves. Returns the revision.
+pub async fn push(config: &std::path::Path) -> Result<i64, String> {
+    let settings = settings_of(config)?;
+    let engine = crate::engine::Engine::load(config).map_err(|e| e.to_string())?;
+    let dir = config
+        .parent()
+        .unwrap_or(std::path::Path::new("."))
+        .to_path_buf();
+    let rel = |p: &std::path::Path| -> Result<String, String> {
+        let p = std::fs::canonicalize(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        let base = std::fs::canonicalize(&dir).map_err(|e| e.to_string())?;
+        p.strip_prefix(&base)
+            .map(|r| r.display().to_string())
+            .map_err(|_| {
+                format!(
+                    "{} is outside the config's folder {}: a pushed config carries only files under it",
+                    p.display(),
+                    base.display()
+                )
+            })
+    };
+    let read = |p: &std::path::Path| -> Result<String, String> {
+        std::fs::read(p)
+            .map(|b| b64().encode(&b))
+            .map_err(|e| format!("{}: {e}", p.display()))
+    };
+    let name = rel(config)?;
+    let mut files = vec![(name.clone(), read(config)?)];
+    for z in &engine.zones {
+        for st in &z.sources {
+            let r = rel(&st.path)?;
+            if !files.iter().any(|(n, _)| *n == r) {
+                files.push((r, read(&st.path)?));
+            }
+        }
+    }
+    let geo_sha256 = match &engine.geo_path {
+        Some(p) => Some(sha256_hex(p)?),
+        None => None,
+    };
+    let by = format!(
+        "{}@{}",
+        std::env::var("USER").unwrap_or_else(|_| "?".into()),
+        std::fs::read_to_string("/etc/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "?".into())
+    );
+    let pushed = Pushed {
+        config: name,
+        files,
+        geo_sha256,
+        by,
+        at_ms: now_ms(),
+    };
+    let mut c = connect(&settings).await?;
+    let v = serde_json::to_vec(&pushed).map_err(|e| e.to_string())?;
+    let r = c
+        .put(format!("{}config", settings.prefix), v, None)
+        .await
+        .map_err(|e| format!("etcd: {e}"))?;
+    Ok(r.header().map_or(0, |h| h.revision()))
+}

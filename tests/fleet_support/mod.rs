@@ -1,0 +1,235 @@
+//! Shared by tests/fleet_*.rs: a real etcd cluster (Debian's etcd-server)
+//! of N members on 127.0.0.1 with ephemeral ports and data in a temp dir,
+//! and meridian nodes in fleet mode pointing at it. Every process is
+//! killed when its guard drops.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::{free_port, skip, Server, TempDir};
+use crate::health_support::{serve, write_tokens};
+
+/// Is etcd here and meridian built with fleet support? A visible SKIP
+/// line when not.
+pub(crate) fn fleet_ready(test: &str) -> bool {
+    if !cfg!(feature = "fleet") {
+        skip(
+            test,
+            "meridian built without the `fleet` feature (cargo test --all-features)",
+        );
+        return false;
+    }
+    if Command::new("etcd").arg("--version").output().is_err() {
+        skip(test, "etcd (Debian etcd-server) is not installed");
+        return false;
+    }
+    true
+}
+
+/// One etcd member.
+pub(crate) struct Member {
+    pub(crate) name: String,
+    pub(crate) client: String,
+    child: Option<Child>,
+}
+
+/// An etcd cluster on loopback.
+pub(crate) struct Etcd {
+    pub(crate) members: Vec<Member>,
+    _dir: TempDir,
+}
+
+impl Etcd {
+    /// Start `n` members and wait until the cluster is healthy.
+    pub(crate) fn start(n: usize) -> Etcd {
+        let dir = TempDir::new("etcd");
+        let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+        let initial: Vec<String> = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, p))| format!("e{i}=http://127.0.0.1:{p}"))
+            .collect();
+        let mut members = Vec::new();
+        for (i, (c, p)) in ports.iter().enumerate() {
+            let name = format!("e{i}");
+            let client = format!("http://127.0.0.1:{c}");
+            let peer = format!("http://127.0.0.1:{p}");
+            let child = Command::new("etcd")
+                .args(["--name", &name])
+                .arg("--data-dir")
+                .arg(dir.0.join(&name))
+                .args(["--listen-client-urls", &client])
+                .args(["--advertise-client-urls", &client])
+                .args(["--listen-peer-urls", &peer])
+                .args(["--initial-advertise-peer-urls", &peer])
+                .args(["--initial-cluster", &initial.join(",")])
+                .args(["--initial-cluster-state", "new"])
+                .args(["--initial-cluster-token", "meridian-test"])
+                .args(["--heartbeat-interval", "50", "--election-timeout", "500"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start etcd");
+            members.push(Member {
+                name,
+                client,
+                child: Some(child),
+            });
+        }
+        let e = Etcd { members, _dir: dir };
+        let t0 = Instant::now();
+        while !e.healthy() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "etcd never became healthy"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        e
+    }
+
+    /// The client URLs of the members still running.
+    pub(crate) fn endpoints(&self) -> Vec<String> {
+        self.members.iter().map(|m| m.client.clone()).collect()
+    }
+
+    fn etcdctl(&self, args: &[&str]) -> (bool, String) {
+        let live: Vec<String> = self
+            .members
+            .iter()
+            .filter(|m| m.child.is_some())
+            .map(|m| m.client.clone())
+            .collect();
+        let out = Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .arg(format!("--endpoints={}", live.join(",")))
+            .args(["--dial-timeout=1s", "--command-timeout=2s"])
+            .args(args)
+            .output()
+            .expect("run etcdctl");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+        )
+    }
+
+    /// Every running member answers.
+    pub(crate) fn healthy(&self) -> bool {
+        self.etcdctl(&["endpoint", "health"]).0
+    }
+
+    /// Keys and values under `prefix`.
+    pub(crate) fn get_prefix(&self, prefix: &str) -> String {
+        self.etcdctl(&["get", "--prefix", prefix]).1
+    }
+
+    /// The index of the current leader.
+    pub(crate) fn leader(&self) -> Option<usize> {
+        let (_, out) = self.etcdctl(&["endpoint", "status", "-w", "json"]);
+        let v: serde_json::Value = serde_json::from_str(&out).ok()?;
+        for st in v.as_array()? {
+            let s = &st["Status"];
+            if s["header"]["member_id"] == s["leader"] {
+                let ep = st["Endpoint"].as_str()?;
+                return self.members.iter().position(|m| m.client == ep);
+            }
+        }
+        None
+    }
+
+    /// Kill member `i` (SIGKILL).
+    pub(crate) fn kill(&mut self, i: usize) {
+        if let Some(mut c) = self.members[i].child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Kill every member.
+    pub(crate) fn kill_all(&mut self) {
+        for i in 0..self.members.len() {
+            self.kill(i);
+        }
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        self.kill_all();
+    }
+}
+
+/// A meridian node in fleet mode, with its HTTP API.
+pub(crate) struct Node {
+    pub(crate) server: Server,
+    pub(crate) api: SocketAddr,
+    pub(crate) config: std::path::PathBuf,
+    pub(crate) _dir_keep: Option<TempDir>,
+}
+
+/// The fleet test zone.
+const ZONE: &str = "$ORIGIN fleet.test.\n$TTL 300\n\
+    @ IN SOA ns1 hostmaster 1 7200 1800 1209600 300\n\
+    @ IN NS ns1\nns1 IN A 192.0.2.53\n";
+
+/// A meridian.toml for node `node` of the fleet on `etcd`: pool `web`
+/// (127.0.0.81, 127.0.0.82, unchecked) behind `web.fleet.test`, `all`.
+pub(crate) fn node_config(dir: &Path, node: &str, etcd: &[String]) -> std::path::PathBuf {
+    std::fs::write(dir.join("fleet.test.zone"), ZONE).unwrap();
+    let eps: Vec<String> = etcd.iter().map(|e| format!("\"{e}\"")).collect();
+    let text = format!(
+        "[server]\nlisten = [\"127.0.0.1:5380\"]\nlog = \"info\"\n\n[api]\ntokens = \"api.tokens\"\n\n\
+         [fleet]\netcd = [{}]\nnode = \"{node}\"\nprefix = \"/meridian-test/\"\ntimeout = \"1s\"\n\n\
+         [[zone]]\norigin = \"fleet.test.\"\nfile = \"fleet.test.zone\"\n\n\
+         [pool.web]\nmembers = [\"127.0.0.81\", \"127.0.0.82\"]\n\n\
+         [name.\"web.fleet.test\"]\npool = \"web\"\nmode = \"all\"\nttl = 5\n",
+        eps.join(", ")
+    );
+    let p = dir.join("meridian.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+impl Node {
+    /// Start node `node` on `etcd`.
+    pub(crate) fn start(node: &str, etcd: &[String]) -> Node {
+        let dir = TempDir::new(&format!("fleet-{node}"));
+        write_tokens(&dir);
+        let config = node_config(&dir.0, node, etcd);
+        let (server, api) = serve(&config);
+        Node {
+            server,
+            api,
+            config,
+            _dir_keep: Some(dir),
+        }
+    }
+
+    /// The addresses `web.fleet.test` answers, sorted.
+    pub(crate) fn web(&self) -> Vec<String> {
+        let m = self.server.query(&crate::common::Q::new(
+            "web.fleet.test.",
+            hickory_proto::rr::RecordType::A,
+        ));
+        let mut a = crate::common::addrs(&m);
+        a.sort();
+        a
+    }
+}
+
+/// Wait until `f` holds, up to `limit`; how long it took.
+pub(crate) fn within(limit: Duration, mut f: impl FnMut() -> bool) -> Option<Duration> {
+    let t0 = Instant::now();
+    loop {
+        if f() {
+            return Some(t0.elapsed());
+        }
+        if t0.elapsed() > limit {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
