@@ -253,6 +253,17 @@ impl Collector for Counters {
                 MetricType::Gauge,
             )?
             .encode_gauge(&self.server.fleet_revision.load(std::sync::atomic::Ordering::Relaxed))?;
+            family(
+                &mut enc,
+                "meridian_fleet_local_probes",
+                "Fleet mode: 1 while this node, cut off from etcd past fleet_grace, probes every member itself.",
+                MetricType::Gauge,
+            )?
+            .encode_gauge(&i64::from(
+                self.server
+                    .fleet_local_probes
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            ))?;
         }
         Ok(())
     }

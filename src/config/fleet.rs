@@ -47,6 +47,13 @@ pub struct FleetCfg {
     /// `fleet-state` beside this config).
     #[serde(default)]
     pub state_dir: Option<Spanned<String>>,
+    /// `checkers`: how many live nodes probe each (member, check) (default 3).
+    #[serde(default)]
+    pub checkers: Option<Spanned<u32>>,
+    /// `fleet_grace`: how long a node cut off from etcd trusts the last
+    /// shared results before it probes every member itself (default "10s").
+    #[serde(default)]
+    pub fleet_grace: Option<Spanned<String>>,
 }
 
 /// TLS to etcd.
@@ -78,6 +85,10 @@ pub struct FleetSettings {
     /// This node's own config file (its `[server]`, `[api]`, `[fleet]`
     /// and key files stay local when a pushed config is served).
     pub local_config: PathBuf,
+    /// Nodes that probe each (member, check).
+    pub checkers: usize,
+    /// Time cut off from etcd before probing every member locally.
+    pub grace: Duration,
 }
 
 /// Check `[fleet]`.
@@ -195,7 +206,34 @@ pub fn check(src: &Source, c: &FleetCfg) -> Result<FleetSettings, LocatedError> 
             .as_ref()
             .map_or("fleet-state", |s| s.get_ref().as_str()),
     );
+    let checkers = match &c.checkers {
+        None => 3,
+        Some(k) if (1..=16).contains(k.get_ref()) => *k.get_ref() as usize,
+        Some(k) => {
+            return Err(src.err(
+                k.span(),
+                format!("fleet checkers must be from 1 to 16, not {}", k.get_ref()),
+            ))
+        }
+    };
+    let grace = match &c.fleet_grace {
+        None => Duration::from_secs(10),
+        Some(g) => humantime::parse_duration(g.get_ref().trim())
+            .ok()
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| {
+                src.err(
+                    g.span(),
+                    format!(
+                        "fleet fleet_grace {:?} is not a duration, as \"10s\"",
+                        g.get_ref()
+                    ),
+                )
+            })?,
+    };
     Ok(FleetSettings {
+        checkers,
+        grace,
         endpoints,
         node,
         prefix,

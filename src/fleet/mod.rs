@@ -140,6 +140,59 @@ pub struct Fleet {
     switch: tokio::sync::mpsc::Sender<Switch>,
     /// The last pushed revision refused here, and why (for `/status`).
     refused: Mutex<Option<(i64, String)>>,
+    /// Divided health checks: the nodes holding a lease, and each entry's
+    /// shared results by node (`up`, Unix ms).
+    checks: Mutex<SharedChecks>,
+    /// When etcd was lost (None: following it).
+    lost_since: Mutex<Option<std::time::Instant>>,
+}
+
+/// What a node knows of the fleet's divided health checks.
+#[derive(Default)]
+struct SharedChecks {
+    live: std::collections::BTreeSet<String>,
+    results: std::collections::HashMap<String, std::collections::HashMap<String, (bool, u64)>>,
+    /// Per entry: the newest own result published (ms).
+    published: std::collections::HashMap<String, u64>,
+    /// Per entry: the newest shared result already counted (ms).
+    counted: std::collections::HashMap<String, u64>,
+}
+
+/// A probe result as shared in etcd.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+struct Shared {
+    up: bool,
+    at_ms: u64,
+}
+
+/// An entry's name in etcd: address, port and check, the same on every
+/// node with the same config.
+fn entry_key(s: &crate::health::CheckSpec) -> String {
+    let port = s
+        .effective_port()
+        .map_or(String::from("-"), |p| p.to_string());
+    let check = s.check.as_ref().map_or("", |c| c.name.as_str());
+    format!("{}#{port}#{check}", s.addr)
+}
+
+/// Rendezvous score of (entry, node): FNV-1a, stable across nodes and
+/// builds, so every node computes the same assignment.
+fn score(entry: &str, node: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in entry.bytes().chain([0xFF]).chain(node.bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    // Mixed once more so that similar names spread.
+    h ^= h >> 33;
+    h.wrapping_mul(0xff51_afd7_ed55_8ccd)
+}
+
+/// The `k` nodes of `live` that probe `entry` (highest scores).
+pub fn checkers_of<'a>(entry: &str, live: impl Iterator<Item = &'a str>, k: usize) -> Vec<&'a str> {
+    let mut v: Vec<(u64, &str)> = live.map(|n| (score(entry, n), n)).collect();
+    v.sort_unstable_by(|a, b| b.cmp(a));
+    v.into_iter().take(k).map(|(_, n)| n).collect()
 }
 
 fn now_ms() -> u64 {
@@ -169,7 +222,154 @@ impl Fleet {
             server,
             switch,
             refused: Mutex::new(None),
+            checks: Mutex::new(SharedChecks::default()),
+            lost_since: Mutex::new(None),
         })
+    }
+
+    /// Keys under `nodes/` and `health/`: the live nodes and the shared
+    /// results. True if `key` was one of them.
+    fn observe(&self, key: &str, value: Option<&[u8]>) -> bool {
+        let Some(rest) = key.strip_prefix(&self.settings.prefix) else {
+            return false;
+        };
+        let mut sc = self.checks.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(node) = rest.strip_prefix("nodes/") {
+            match value {
+                Some(_) => sc.live.insert(node.to_string()),
+                None => sc.live.remove(node),
+            };
+            return true;
+        }
+        if let Some(r) = rest.strip_prefix("health/") {
+            let Some((entry, node)) = r.rsplit_once('/') else {
+                return true;
+            };
+            match value.and_then(|v| serde_json::from_slice::<Shared>(v).ok()) {
+                Some(s) => {
+                    sc.results
+                        .entry(entry.to_string())
+                        .or_default()
+                        .insert(node.to_string(), (s.up, s.at_ms));
+                }
+                None => {
+                    if let Some(m) = sc.results.get_mut(entry) {
+                        m.remove(node);
+                    }
+                }
+            }
+            return true;
+        }
+        false
+    }
+
+    /// Divided health checks, once a second while following etcd: which
+    /// entries this node probes (the `checkers` live nodes ranking highest
+    /// by rendezvous hashing of entry and node; every entry whose checkers
+    /// have no fresh result), its new results shared under its lease, and
+    /// for the others the majority of the fresh shared results, through
+    /// the check's rise/fall, as their state.
+    async fn divide_checks(&self, c: &mut Client, lease: i64) -> Result<(), String> {
+        let e = self.server.engine.load();
+        let me = self.settings.node.as_str();
+        let now = now_ms();
+        let mut puts = Vec::new();
+        {
+            let mut sc = self.checks.lock().unwrap_or_else(|e| e.into_inner());
+            let mut live: Vec<String> = sc.live.iter().cloned().collect();
+            if !sc.live.contains(me) {
+                live.push(me.to_string());
+            }
+            for (i, spec) in e.checks.iter().enumerate() {
+                let Some(check) = &spec.check else { continue };
+                let i = i as u32;
+                let key = entry_key(spec);
+                let assigned = checkers_of(
+                    &key,
+                    live.iter().map(String::as_str),
+                    self.settings.checkers,
+                );
+                let window = 3 * check.interval_ms + 1000;
+                let fresh: Vec<(bool, u64)> = sc
+                    .results
+                    .get(&key)
+                    .map(|m| {
+                        m.iter()
+                            .filter(|(n, (_, at))| {
+                                assigned.contains(&n.as_str()) && now.saturating_sub(*at) <= window
+                            })
+                            .map(|(_, r)| *r)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let stats = e.health.stats(i);
+                // Probed here: assigned, or nobody assigned has a fresh
+                // result (its checkers vanished: probe rather than trust).
+                let local = assigned.contains(&me) || fresh.is_empty();
+                stats.remote.store(!local, Ordering::Relaxed);
+                if local {
+                    let d = stats.detail();
+                    if let (Some(up), Some(at)) = (d.last_ok, d.last_check) {
+                        let at_ms = at
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .map_or(0, |d| d.as_millis() as u64);
+                        if sc.published.get(&key).is_none_or(|&p| at_ms > p) {
+                            sc.published.insert(key.clone(), at_ms);
+                            puts.push((key, Shared { up, at_ms }));
+                        }
+                    }
+                    continue;
+                }
+                let newest = fresh.iter().map(|r| r.1).max().unwrap_or(0);
+                if sc.counted.get(&key).is_some_and(|&c| c >= newest) {
+                    continue;
+                }
+                sc.counted.insert(key.clone(), newest);
+                let ups = fresh.iter().filter(|r| r.0).count();
+                let up = ups * 2 > fresh.len();
+                let mut d = stats.detail();
+                let from = e.health.state(i);
+                if let Some(to) =
+                    crate::health::checker::step(from, &mut d, up, check.rise, check.fall)
+                {
+                    e.health.set_state(i, to);
+                    tracing::info!(
+                        "health {} is {} ({ups} of {} checkers' fresh results up)",
+                        key,
+                        crate::health::state_name(to),
+                        fresh.len()
+                    );
+                }
+            }
+        }
+        for (key, s) in puts {
+            let k = format!("{}health/{key}/{me}", self.settings.prefix);
+            let v = serde_json::to_vec(&s).map_err(|e| e.to_string())?;
+            c.put(k, v, Some(PutOptions::new().with_lease(lease)))
+                .await
+                .map_err(|e| format!("etcd: {e}"))?;
+        }
+        self.weights.catch_up(&e);
+        Ok(())
+    }
+
+    /// Cut off from etcd past `fleet_grace`: probe every member here.
+    fn fall_back_if_lost(&self) {
+        let lost = *self.lost_since.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(t) = lost else { return };
+        if t.elapsed() < self.settings.grace
+            || self.server.fleet_local_probes.swap(true, Ordering::Relaxed)
+        {
+            return;
+        }
+        let e = self.server.engine.load();
+        for i in 0..e.checks.len() as u32 {
+            e.health.stats(i).remote.store(false, Ordering::Relaxed);
+        }
+        tracing::warn!(
+            "fleet: no etcd for {}: probing every member here until it is back",
+            humantime::format_duration(self.settings.grace)
+        );
     }
 
     /// This node's name.
@@ -315,7 +515,18 @@ impl Fleet {
         let rev = r.header().map_or(0, |h| h.revision());
         let mut seen = Vec::new();
         let config_key = format!("{}config", self.settings.prefix);
+        {
+            let mut sc = self.checks.lock().unwrap_or_else(|e| e.into_inner());
+            sc.live.clear();
+            sc.results.clear();
+        }
         for kv in r.kvs() {
+            if kv
+                .key_str()
+                .is_ok_and(|k| self.observe(k, Some(kv.value())))
+            {
+                continue;
+            }
             if kv.key() == config_key.as_bytes() {
                 self.serve_pushed(kv.mod_revision(), kv.value()).await;
                 continue;
@@ -383,6 +594,11 @@ impl Fleet {
                 match me.follow().await {
                     Ok(()) => backoff = Duration::from_millis(100),
                     Err(e) => {
+                        me.lost_since
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .get_or_insert_with(std::time::Instant::now);
+                        me.fall_back_if_lost();
                         if me.connected.swap(false, Ordering::Relaxed) {
                             tracing::warn!("fleet: lost etcd, keeping the last state: {e}");
                         } else {
@@ -391,7 +607,12 @@ impl Fleet {
                         *me.client.lock().await = None;
                     }
                 }
-                tokio::time::sleep(backoff).await;
+                // Short sleeps, so the fallback comes on time.
+                let until = tokio::time::Instant::now() + backoff;
+                while tokio::time::Instant::now() < until {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    me.fall_back_if_lost();
+                }
                 backoff = (backoff * 2).min(Duration::from_secs(5));
             }
         });
@@ -446,6 +667,14 @@ impl Fleet {
             )
             .await
             .map_err(|e| format!("etcd watch: {e}"))?;
+        *self.lost_since.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        if self
+            .server
+            .fleet_local_probes
+            .swap(false, Ordering::Relaxed)
+        {
+            tracing::info!("fleet: etcd is back: probing this node's share again");
+        }
         if !self.connected.swap(true, Ordering::Relaxed) {
             tracing::info!(
                 "fleet: node {} following etcd {} (prefix {})",
@@ -466,6 +695,7 @@ impl Fleet {
                         Err(e) => return Err(format!("etcd lease: {e}")),
                     }
                     self.register(&mut c, lease).await?;
+                    self.divide_checks(&mut c, lease).await?;
                     continue;
                 }
             };
@@ -484,6 +714,10 @@ impl Fleet {
                         // `fleet status` shows the new revision at once.
                         self.register(&mut c, lease).await?;
                     }
+                    continue;
+                }
+                let value = (ev.event_type() == EventType::Put).then(|| kv.value());
+                if kv.key_str().is_ok_and(|k| self.observe(k, value)) {
                     continue;
                 }
                 let Some(t) = kv.key_str().ok().and_then(|k| self.parse_key(k)) else {
@@ -562,9 +796,30 @@ pub async fn connect(s: &FleetSettings) -> Result<Client, String> {
         }
         opts = opts.with_tls(tls);
     }
-    Client::connect(&s.endpoints, Some(opts))
+    // Members that accept a connection now: a dead one (a killed leader)
+    // would otherwise take a share of the requests until the channel
+    // notices, each of them waiting out the timeout.
+    let mut live = Vec::new();
+    for ep in &s.endpoints {
+        let host = ep
+            .trim_start_matches("http://")
+            .trim_start_matches("https://");
+        let up = tokio::time::timeout(
+            Duration::from_millis(300),
+            tokio::net::TcpStream::connect(host),
+        )
         .await
-        .map_err(|e| format!("etcd {}: {e}", s.endpoints.join(",")))
+        .is_ok_and(|r| r.is_ok());
+        if up {
+            live.push(ep.clone());
+        }
+    }
+    if live.is_empty() {
+        return Err(format!("etcd {}: no member answers", s.endpoints.join(",")));
+    }
+    Client::connect(&live, Some(opts))
+        .await
+        .map_err(|e| format!("etcd {}: {e}", live.join(",")))
 }
 
 /// The registered nodes of the fleet `settings` names (for `meridian fleet

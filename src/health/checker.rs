@@ -189,6 +189,18 @@ async fn run(
     let mut next = Instant::now() + first;
     loop {
         tokio::time::sleep_until(next.into()).await;
+        // Fleet mode: the nodes this entry is assigned to probe it.
+        if table
+            .stats(i)
+            .remote
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            if table.stats(i).detail().owner != generation {
+                return;
+            }
+            next = Instant::now() + interval;
+            continue;
+        }
         let permit = permits.acquire().await;
         let t0 = Instant::now();
         {

@@ -139,6 +139,9 @@ pub struct EntryStats {
     pub latency: Histogram,
     /// The published signals (see [`HealthTable::rtt_estimate_us`]).
     pub signals: Signals,
+    /// Fleet mode: other nodes probe this entry and its state comes from
+    /// their results, so the local checker skips its probes.
+    pub remote: std::sync::atomic::AtomicBool,
 }
 
 impl EntryStats {

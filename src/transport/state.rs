@@ -37,6 +37,9 @@ pub struct ServerState {
     /// Fleet mode: the etcd revision of the pushed config this node serves
     /// (0: none, the local config).
     pub fleet_revision: std::sync::atomic::AtomicI64,
+    /// Fleet mode: cut off from etcd past `fleet_grace`, this node probes
+    /// every member itself.
+    pub fleet_local_probes: AtomicBool,
 }
 
 impl ServerState {
@@ -58,6 +61,7 @@ impl ServerState {
             stop: tokio::sync::watch::Sender::new(false),
             query_log,
             fleet_revision: Default::default(),
+            fleet_local_probes: AtomicBool::new(false),
         })
     }
 

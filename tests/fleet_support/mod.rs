@@ -178,14 +178,25 @@ const ZONE: &str = "$ORIGIN fleet.test.\n$TTL 300\n\
 /// A meridian.toml for node `node` of the fleet on `etcd`: pool `web`
 /// (127.0.0.81, 127.0.0.82, unchecked) behind `web.fleet.test`, `all`.
 pub(crate) fn node_config(dir: &Path, node: &str, etcd: &[String]) -> std::path::PathBuf {
+    node_config_with(dir, node, etcd, "", "")
+}
+
+/// [`node_config`] with more `[fleet]` keys and more tables.
+pub(crate) fn node_config_with(
+    dir: &Path,
+    node: &str,
+    etcd: &[String],
+    fleet_extra: &str,
+    extra: &str,
+) -> std::path::PathBuf {
     std::fs::write(dir.join("fleet.test.zone"), ZONE).unwrap();
     let eps: Vec<String> = etcd.iter().map(|e| format!("\"{e}\"")).collect();
     let text = format!(
         "[server]\nlisten = [\"127.0.0.1:5380\"]\nlog = \"info\"\n\n[api]\ntokens = \"api.tokens\"\n\n\
-         [fleet]\netcd = [{}]\nnode = \"{node}\"\nprefix = \"/meridian-test/\"\ntimeout = \"1s\"\n\n\
+         [fleet]\netcd = [{}]\nnode = \"{node}\"\nprefix = \"/meridian-test/\"\ntimeout = \"1s\"\n{fleet_extra}\n\
          [[zone]]\norigin = \"fleet.test.\"\nfile = \"fleet.test.zone\"\n\n\
          [pool.web]\nmembers = [\"127.0.0.81\", \"127.0.0.82\"]\n\n\
-         [name.\"web.fleet.test\"]\npool = \"web\"\nmode = \"all\"\nttl = 5\n",
+         [name.\"web.fleet.test\"]\npool = \"web\"\nmode = \"all\"\nttl = 5\n\n{extra}\n",
         eps.join(", ")
     );
     let p = dir.join("meridian.toml");
@@ -196,9 +207,14 @@ pub(crate) fn node_config(dir: &Path, node: &str, etcd: &[String]) -> std::path:
 impl Node {
     /// Start node `node` on `etcd`.
     pub(crate) fn start(node: &str, etcd: &[String]) -> Node {
+        Node::start_with(node, etcd, "", "")
+    }
+
+    /// Start node `node` on `etcd` with more `[fleet]` keys and tables.
+    pub(crate) fn start_with(node: &str, etcd: &[String], fleet_extra: &str, extra: &str) -> Node {
         let dir = TempDir::new(&format!("fleet-{node}"));
         write_tokens(&dir);
-        let config = node_config(&dir.0, node, etcd);
+        let config = node_config_with(&dir.0, node, etcd, fleet_extra, extra);
         let (server, api) = serve(&config);
         Node {
             server,

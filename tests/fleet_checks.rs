@@ -1,0 +1,156 @@
+//! Health checks divided among a fleet's nodes (#18 item 4): each
+//! (member, check) is probed by `checkers` live nodes chosen by rendezvous
+//! hashing; the others take the majority of the fresh shared results
+//! through rise/fall. With 8 nodes and checkers = 3 a backend sees 3 × the
+//! check rate instead of 8 ×; a backend that fails is taken out by every
+//! node; a killed checker's share moves within lease TTL + interval; and
+//! with all of etcd gone the nodes fall back to probing every member
+//! themselves after `fleet_grace`.
+
+mod common;
+mod fleet_support;
+mod health_support;
+
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fleet_support::{fleet_ready, within, Etcd, Node};
+
+/// A TCP backend that counts the connections (probes) it accepts.
+struct Backend {
+    port: u16,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Backend {
+    fn start(port: u16, probes: Arc<AtomicU64>) -> Backend {
+        let l = TcpListener::bind(("127.0.0.91", port)).expect("bind the backend");
+        let port = l.local_addr().unwrap().port();
+        l.set_nonblocking(true).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s2, p2) = (stop.clone(), probes.clone());
+        let thread = std::thread::spawn(move || {
+            while !s2.load(Ordering::Relaxed) {
+                match l.accept() {
+                    Ok(_) => {
+                        p2.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(2)),
+                }
+            }
+        });
+        Backend {
+            port,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn stop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Probes per second the backend sees over `secs`.
+fn rate(probes: &AtomicU64, secs: f64) -> f64 {
+    let a = probes.load(Ordering::Relaxed);
+    let t0 = Instant::now();
+    std::thread::sleep(Duration::from_secs_f64(secs));
+    (probes.load(Ordering::Relaxed) - a) as f64 / t0.elapsed().as_secs_f64()
+}
+
+fn chk(n: &Node) -> Vec<String> {
+    let m = n.server.query(&common::Q::new(
+        "chk.fleet.test.",
+        hickory_proto::rr::RecordType::A,
+    ));
+    let mut a = common::addrs(&m);
+    a.sort();
+    a
+}
+
+#[test]
+fn checks_are_divided_among_the_nodes() {
+    if !fleet_ready("checks_are_divided_among_the_nodes") {
+        return;
+    }
+    let probes = Arc::new(AtomicU64::new(0));
+    let mut backend = Backend::start(0, probes.clone());
+    let port = backend.port;
+    let mut etcd = Etcd::start(3);
+    let eps = etcd.endpoints();
+    let extra = format!(
+        "[check.c]\ntype = \"tcp\"\ninterval_ms = 200\ntimeout_ms = 150\nrise = 1\nfall = 1\n\n\
+         [pool.chk]\nmembers = [{{ address = \"127.0.0.91\", port = {port}, check = \"c\" }}, \"127.0.0.92\"]\n\n\
+         [name.\"chk.fleet.test\"]\npool = \"chk\"\nmode = \"all\"\nttl = 5\n"
+    );
+    let fleet = "checkers = 3\nfleet_grace = \"1s\"\n";
+    let names = ["n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8"];
+    let mut nodes: Vec<Node> = names
+        .iter()
+        .map(|n| Node::start_with(n, &eps, fleet, &extra))
+        .collect();
+    let both = vec!["127.0.0.91".to_string(), "127.0.0.92".to_string()];
+    for n in &nodes {
+        assert!(within(Duration::from_secs(5), || chk(n) == both).is_some());
+    }
+    // Settled (every node registered, shares taken): 3 checkers × 5/s.
+    std::thread::sleep(Duration::from_secs(3));
+    let shared = rate(&probes, 4.0);
+    eprintln!(
+        "probe load per backend, 8 nodes, interval 200 ms: {shared:.1}/s divided (checkers = 3); every node probing would be {:.1}/s",
+        8.0 * 5.0
+    );
+    assert!((10.0..=22.0).contains(&shared), "{shared}/s");
+
+    // The backend fails: every node takes it out (7 of them from shared
+    // results), and back.
+    backend.stop();
+    let only92 = vec!["127.0.0.92".to_string()];
+    for n in &nodes {
+        assert!(
+            within(Duration::from_secs(4), || chk(n) == only92).is_some(),
+            "a node kept the failed member"
+        );
+    }
+    let mut backend = Backend::start(port, probes.clone());
+    for n in &nodes {
+        assert!(within(Duration::from_secs(4), || chk(n) == both).is_some());
+    }
+
+    // Kill one of the checkers: its share moves within lease TTL (5 s) +
+    // the interval, so the load is 3 × rate again.
+    let key = format!("127.0.0.91#{port}#c");
+    let assigned = meridian::fleet::checkers_of(&key, names.iter().copied(), 3);
+    let victim = names.iter().position(|n| *n == assigned[0]).unwrap();
+    drop(nodes.remove(victim));
+    std::thread::sleep(Duration::from_secs(7));
+    let after = rate(&probes, 3.0);
+    eprintln!("after killing checker {}: {after:.1}/s", assigned[0]);
+    assert!((10.0..=22.0).contains(&after), "{after}/s");
+
+    // All of etcd down: past fleet_grace (1 s) every node probes itself.
+    etcd.kill_all();
+    std::thread::sleep(Duration::from_secs(6));
+    let alone = rate(&probes, 3.0);
+    eprintln!("etcd down, 7 nodes probing alone: {alone:.1}/s");
+    assert!(alone >= 25.0, "{alone}/s");
+    for n in &nodes {
+        assert_eq!(chk(n), both, "answers kept");
+        let (_, st) = health_support::http(n.api, "GET", "/metrics");
+        assert!(st.contains("meridian_fleet_local_probes 1"), "{st}");
+    }
+    backend.stop();
+}
