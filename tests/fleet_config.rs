@@ -137,3 +137,42 @@ fn a_pushed_config_is_served_by_every_node() {
     assert_eq!(new_name(c), ["192.0.2.99"]);
     drop(health_support_dir);
 }
+
+#[test]
+fn a_node_whose_geo_database_differs_refuses_the_revision() {
+    if !fleet_ready("a_node_whose_geo_database_differs_refuses_the_revision") {
+        return;
+    }
+    let etcd = Etcd::start(1);
+    let eps = etcd.endpoints();
+    let db = std::fs::read(common::root().join("geo/example.mmdb")).unwrap();
+    let a = Node::start("a", &eps);
+    let b = Node::start("b", &eps);
+    // a holds the same database as the pusher, b another one.
+    std::fs::write(a.config.parent().unwrap().join("geo.mmdb"), &db).unwrap();
+    let mut other = db.clone();
+    other.extend_from_slice(b"not the same file");
+    std::fs::write(b.config.parent().unwrap().join("geo.mmdb"), &other).unwrap();
+
+    let dir = common::TempDir::new("fleet-push-geo");
+    let cfg = pushed_config(&dir.0, &eps, "new IN A 192.0.2.99\n");
+    std::fs::write(dir.0.join("geo.mmdb"), &db).unwrap();
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, format!("[geo]\ndatabase = \"geo.mmdb\"\n\n{text}")).unwrap();
+    let (code, _, err) = common::run(&["fleet", "push", "--config", &cfg.display().to_string()]);
+    assert_eq!(code, 0, "{err}");
+
+    assert!(within(Duration::from_secs(5), || revision(&a) > 0).is_some());
+    assert_eq!(new_name(&a), ["192.0.2.99"]);
+    let refused = within(Duration::from_secs(5), || {
+        let (_, body) = http(b.api, "GET", "/status");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        v["fleet"]["refused"]["why"]
+            .as_str()
+            .is_some_and(|w| w.contains("SHA-256"))
+    });
+    assert!(refused.is_some(), "b did not refuse");
+    assert_eq!(revision(&b), 0);
+    assert!(new_name(&b).is_empty(), "b serves the refused revision");
+    assert!(b.server.wait_log("refused", Duration::from_secs(1)));
+}
