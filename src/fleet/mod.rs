@@ -718,6 +718,15 @@ impl Fleet {
                 }
                 let value = (ev.event_type() == EventType::Put).then(|| kv.value());
                 if kv.key_str().is_ok_and(|k| self.observe(k, value)) {
+                    // A node left (its lease ran out) or came: its share
+                    // moves now, not at the next tick.
+                    if kv
+                        .key_str()
+                        .is_ok_and(|k| k.starts_with(&format!("{}nodes/", self.settings.prefix)))
+                        && ev.event_type() == EventType::Delete
+                    {
+                        self.divide_checks(&mut c, lease).await?;
+                    }
                     continue;
                 }
                 let Some(t) = kv.key_str().ok().and_then(|k| self.parse_key(k)) else {

@@ -34,6 +34,7 @@ pub(crate) struct Member {
     pub(crate) name: String,
     pub(crate) client: String,
     child: Option<Child>,
+    args: Vec<String>,
 }
 
 /// An etcd cluster on loopback.
@@ -57,26 +58,39 @@ impl Etcd {
             let name = format!("e{i}");
             let client = format!("http://127.0.0.1:{c}");
             let peer = format!("http://127.0.0.1:{p}");
-            let child = Command::new("etcd")
-                .args(["--name", &name])
-                .arg("--data-dir")
-                .arg(dir.0.join(&name))
-                .args(["--listen-client-urls", &client])
-                .args(["--advertise-client-urls", &client])
-                .args(["--listen-peer-urls", &peer])
-                .args(["--initial-advertise-peer-urls", &peer])
-                .args(["--initial-cluster", &initial.join(",")])
-                .args(["--initial-cluster-state", "new"])
-                .args(["--initial-cluster-token", "meridian-test"])
-                .args(["--heartbeat-interval", "50", "--election-timeout", "500"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("start etcd");
+            let args: Vec<String> = [
+                "--name",
+                &name,
+                "--data-dir",
+                &dir.0.join(&name).display().to_string(),
+                "--listen-client-urls",
+                &client,
+                "--advertise-client-urls",
+                &client,
+                "--listen-peer-urls",
+                &peer,
+                "--initial-advertise-peer-urls",
+                &peer,
+                "--initial-cluster",
+                &initial.join(","),
+                "--initial-cluster-state",
+                "new",
+                "--initial-cluster-token",
+                "meridian-test",
+                "--heartbeat-interval",
+                "50",
+                "--election-timeout",
+                "500",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            let child = spawn_etcd(&args);
             members.push(Member {
                 name,
                 client,
                 child: Some(child),
+                args,
             });
         }
         let e = Etcd { members, _dir: dir };
@@ -148,12 +162,39 @@ impl Etcd {
         }
     }
 
+    /// Start every killed member again on its data (the cluster comes
+    /// back with its state) and wait until it is healthy.
+    pub(crate) fn restart_all(&mut self) {
+        for m in &mut self.members {
+            if m.child.is_none() {
+                m.child = Some(spawn_etcd(&m.args));
+            }
+        }
+        let t0 = Instant::now();
+        while !self.healthy() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "etcd did not come back"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Kill every member.
     pub(crate) fn kill_all(&mut self) {
         for i in 0..self.members.len() {
             self.kill(i);
         }
     }
+}
+
+fn spawn_etcd(args: &[String]) -> Child {
+    Command::new("etcd")
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start etcd")
 }
 
 impl Drop for Etcd {
