@@ -72,37 +72,11 @@ fn signed_zone_metrics() {
     let (_, after) = http(api, "GET", "/metrics");
     assert_eq!(online(&after), 2.0, "one signature per new name");
 
-    if let Ok(p) = which("promtool") {
-        use std::io::Write;
-        let mut c = std::process::Command::new(p)
-            .args(["check", "metrics"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        c.stdin.take().unwrap().write_all(after.as_bytes()).unwrap();
-        let out = c.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    } else {
-        common::skip(
+    match common::promtool_check(&after) {
+        Some((ok, out)) => assert!(ok, "promtool check metrics failed:\n{out}"),
+        None => common::skip(
             "signed_zone_metrics (promtool part)",
             "promtool is not on PATH",
-        );
+        ),
     }
-}
-
-fn which(cmd: &str) -> Result<std::path::PathBuf, ()> {
-    std::env::var_os("PATH")
-        .and_then(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join(cmd))
-                .find(|f| f.is_file())
-        })
-        .ok_or(())
 }

@@ -10,7 +10,7 @@ mod health_support;
 use std::process::Command;
 use std::time::Duration;
 
-use fleet_support::{fleet_ready, within, Etcd, Node};
+use fleet_support::{connected, fleet_ready, within, Etcd, Node};
 use health_support::http;
 
 fn etcdctl(eps: &str, args: &[&str]) -> (bool, String) {
@@ -28,12 +28,6 @@ fn etcdctl(eps: &str, args: &[&str]) -> (bool, String) {
             String::from_utf8_lossy(&out.stderr)
         ),
     )
-}
-
-fn connected(n: &Node) -> Option<bool> {
-    let (_, body) = http(n.api, "GET", "/status");
-    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
-    v["fleet"]["connected"].as_bool()
 }
 
 #[test]

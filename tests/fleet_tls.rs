@@ -10,7 +10,7 @@ mod health_support;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use fleet_support::{fleet_ready, within, Node};
+use fleet_support::{connected, fleet_ready, within, Node};
 use health_support::http;
 
 fn openssl(dir: &std::path::Path, args: &[&str]) {
@@ -75,12 +75,6 @@ impl Drop for Killed {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn connected(n: &Node) -> Option<bool> {
-    let (_, body) = http(n.api, "GET", "/status");
-    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
-    v["fleet"]["connected"].as_bool()
 }
 
 #[test]

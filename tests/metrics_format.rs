@@ -214,14 +214,6 @@ fn problems(text: &str) -> Vec<String> {
     bad
 }
 
-fn on_path(cmd: &str) -> Option<std::path::PathBuf> {
-    std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p)
-            .map(|d| d.join(cmd))
-            .find(|f| f.is_file())
-    })
-}
-
 #[test]
 fn every_family_has_help_and_type_and_every_line_parses() {
     let b = Backend::ok("127.0.0.1");
@@ -255,25 +247,8 @@ fn every_family_has_help_and_type_and_every_line_parses() {
     let dup = "# HELP y Y.\n# TYPE y gauge\ny{a=\"1\"} 1\ny{a=\"1\"} 2\n";
     assert!(!problems(dup).is_empty());
 
-    match on_path("promtool") {
-        Some(p) => {
-            use std::io::Write;
-            let mut c = std::process::Command::new(p)
-                .args(["check", "metrics"])
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            c.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
-            let out = c.wait_with_output().unwrap();
-            assert!(
-                out.status.success(),
-                "promtool check metrics failed:\n{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
+    match common::promtool_check(&text) {
+        Some((ok, out)) => assert!(ok, "promtool check metrics failed:\n{out}"),
         None => common::skip(
             "every_family_has_help_and_type_and_every_line_parses (promtool part)",
             "promtool is not on PATH",

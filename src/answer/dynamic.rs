@@ -194,22 +194,7 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
         let ttl_n = ttl;
         let ttl = ttl.to_be_bytes();
         let (mark, an) = (w.len, w.an);
-        for &i in &out[..n] {
-            // Copy the member's pre-rendered record and patch its TTL.
-            let rr = members[i as usize].rr();
-            match owner {
-                Owner::Qname => w.put(rr),
-                Owner::Name(name) => {
-                    w.put_name(name);
-                    w.put(&rr[2..]);
-                }
-            }
-            if !w.overflow {
-                let at = w.len - rr.len() + RR_TTL_AT;
-                w.buf[at..at + 4].copy_from_slice(&ttl);
-            }
-            w.an += 1;
-        }
+        put_members(w, members, &out[..n], owner, ttl);
         if let (true, Some(s)) = (S, self.signer) {
             // The RRSIGs of exactly this set of members; until a new set
             // is signed (a refresh just changed it), the last signed one.
@@ -226,21 +211,7 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
                     if let Some((set, list)) = sigs.fallback(node.id(), pool_idx as u32, v6) {
                         w.truncate(mark);
                         w.an = an;
-                        for &i in set {
-                            let rr = members[i as usize].rr();
-                            match owner {
-                                Owner::Qname => w.put(rr),
-                                Owner::Name(name) => {
-                                    w.put_name(name);
-                                    w.put(&rr[2..]);
-                                }
-                            }
-                            if !w.overflow {
-                                let at = w.len - rr.len() + RR_TTL_AT;
-                                w.buf[at..at + 4].copy_from_slice(&ttl);
-                            }
-                            w.an += 1;
-                        }
+                        put_members(w, members, set, owner, ttl);
                         put_sigs(w, owner, Section::Answer, ttl_n, list);
                     }
                 }
@@ -271,6 +242,33 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
             Owner::Name(n) => n,
         };
         self.deny(w, owner, wire, Deny::NoData(Some(node), extra), qtype);
+    }
+}
+
+/// Copy the pre-rendered records of `members[set]`, owned by `owner`,
+/// with the TTL patched in (answer section).
+#[inline(always)]
+fn put_members(
+    w: &mut Writer,
+    members: &[crate::pool::Member],
+    set: &[u16],
+    owner: Owner,
+    ttl: [u8; 4],
+) {
+    for &i in set {
+        let rr = members[i as usize].rr();
+        match owner {
+            Owner::Qname => w.put(rr),
+            Owner::Name(name) => {
+                w.put_name(name);
+                w.put(&rr[2..]);
+            }
+        }
+        if !w.overflow {
+            let at = w.len - rr.len() + RR_TTL_AT;
+            w.buf[at..at + 4].copy_from_slice(&ttl);
+        }
+        w.an += 1;
     }
 }
 

@@ -766,3 +766,29 @@ pub(crate) fn start_without_allow_root(cfg: &std::path::Path) -> Server {
     );
     s
 }
+
+/// `promtool check metrics` on `text`: None when promtool is not on PATH,
+/// else whether it passed, with its output.
+pub(crate) fn promtool_check(text: &str) -> Option<(bool, String)> {
+    let path = std::env::var_os("PATH")?;
+    let p = std::env::split_paths(&path)
+        .map(|d| d.join("promtool"))
+        .find(|f| f.is_file())?;
+    let mut c = Command::new(p)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .ok()?;
+    c.stdin.take()?.write_all(text.as_bytes()).ok()?;
+    let out = c.wait_with_output().ok()?;
+    Some((
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    ))
+}

@@ -290,3 +290,10 @@ pub(crate) fn within(limit: Duration, mut f: impl FnMut() -> bool) -> Option<Dur
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Whether node `n` says (in `/status`) that it follows etcd.
+pub(crate) fn connected(n: &Node) -> Option<bool> {
+    let (_, body) = crate::health_support::http(n.api, "GET", "/status");
+    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+    v["fleet"]["connected"].as_bool()
+}
