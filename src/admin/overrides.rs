@@ -31,6 +31,19 @@ fn error(status: StatusCode, msg: String) -> Reply {
     json(status, &ApiError { error: msg })
 }
 
+/// The reply to a set or clear that took effect.
+fn done(address: IpAddr, port: Option<u16>, state: u8, entries: usize) -> Reply {
+    json(
+        StatusCode::OK,
+        &OverrideSet {
+            address,
+            port,
+            state: crate::health::override_name(state),
+            entries,
+        },
+    )
+}
+
 fn bad(msg: String) -> Reply {
     error(StatusCode::BAD_REQUEST, msg)
 }
@@ -71,15 +84,7 @@ pub(crate) async fn route_fleet(
         );
     }
     match fleet.put_override(addr, port, state, by).await {
-        Ok(()) => json(
-            StatusCode::OK,
-            &OverrideSet {
-                address: addr,
-                port,
-                state: crate::health::override_name(state),
-                entries,
-            },
-        ),
+        Ok(()) => done(addr, port, state, entries),
         Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e),
     }
 }
@@ -128,15 +133,7 @@ fn set(shared: &Admin, addr: IpAddr, port: Option<u16>, state: u8) -> Reply {
             // Answers follow before the reply: the decisions are recomputed
             // now rather than by the refresher a moment later.
             shared.weights.catch_up(&engine);
-            json(
-                StatusCode::OK,
-                &OverrideSet {
-                    address: addr,
-                    port,
-                    state: crate::health::override_name(state),
-                    entries,
-                },
-            )
+            done(addr, port, state, entries)
         }
         Err(e) => error(StatusCode::NOT_FOUND, e),
     }

@@ -24,6 +24,19 @@ struct WeightSet {
     members: usize,
 }
 
+/// The reply to a set or clear that took effect.
+fn done(address: IpAddr, port: Option<u16>, weight: Option<f64>, members: usize) -> Reply {
+    json(
+        StatusCode::OK,
+        &WeightSet {
+            address,
+            port,
+            weight: weight.unwrap_or(1.0),
+            members,
+        },
+    )
+}
+
 fn error(status: StatusCode, msg: String) -> Reply {
     json(status, &serde_json::json!({ "error": msg }))
 }
@@ -68,15 +81,7 @@ pub(crate) async fn route_fleet(
         );
     }
     match fleet.put_weight(addr, port, weight, by).await {
-        Ok(()) => json(
-            StatusCode::OK,
-            &WeightSet {
-                address: addr,
-                port,
-                weight: weight.unwrap_or(1.0),
-                members,
-            },
-        ),
+        Ok(()) => done(addr, port, weight, members),
         Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e),
     }
 }
@@ -129,15 +134,7 @@ fn set(shared: &Admin, addr: IpAddr, port: Option<u16>, weight: Option<f64>) -> 
         .weights
         .set(&shared.server.engine, addr, port, weight)
     {
-        Ok(members) => json(
-            StatusCode::OK,
-            &WeightSet {
-                address: addr,
-                port,
-                weight: weight.unwrap_or(1.0),
-                members,
-            },
-        ),
+        Ok(members) => done(addr, port, weight, members),
         Err(e) => error(StatusCode::NOT_FOUND, e),
     }
 }
