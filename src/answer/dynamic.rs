@@ -237,11 +237,7 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
             return;
         }
         let extra = if none_up { [0, 0] } else { self.families(node) };
-        let wire = match owner {
-            Owner::Qname => self.qname_wire(),
-            Owner::Name(n) => n,
-        };
-        self.deny(w, owner, wire, Deny::NoData(Some(node), extra), qtype);
+        self.deny(w, owner, Deny::NoData(Some(node), extra), qtype);
     }
 }
 

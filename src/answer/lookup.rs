@@ -209,13 +209,8 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
         self.zone.negative_ttl
     }
 
-    /// The query's name (lower-cased wire).
-    pub(super) fn qname_wire(&self) -> &'e [u8] {
-        self.qname
-    }
-
     /// The wire name `owner` stands for.
-    fn owner_wire(&self, owner: Owner<'e>) -> &'e [u8] {
+    pub(super) fn owner_wire(&self, owner: Owner<'e>) -> &'e [u8] {
         match owner {
             Owner::Qname => self.qname,
             Owner::Name(n) => n,
@@ -279,7 +274,7 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
             }
         }
         self.negative(w);
-        self.deny(w, owner, self.owner_wire(owner), Deny::NxDomain, qtype);
+        self.deny(w, owner, Deny::NxDomain, qtype);
         LookupRc::NxDomain
     }
 
@@ -336,8 +331,7 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
         self.negative(w);
         if S {
             let extra = self.families(node);
-            let wire = self.owner_wire(owner);
-            self.deny(w, owner, wire, Deny::NoData(Some(node), extra), qtype);
+            self.deny(w, owner, Deny::NoData(Some(node), extra), qtype);
         }
         LookupRc::NoError
     }
@@ -348,23 +342,19 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
             return [0, 0];
         };
         let binding = &self.engine.bindings[b as usize];
-        let mut out = [0u16; 2];
         let pools = &self.engine.pools;
-        for (k, v6) in [false, true].into_iter().enumerate() {
-            // No allocation: the pools of a geo name's decisions in place.
-            let has = match &binding.target {
-                crate::engine::Target::Pool(p) => !pools[*p].family(v6).is_empty(),
-                crate::engine::Target::Geo(m) => m.used_decisions().iter().any(|&d| {
-                    m.decision(d)
-                        .iter()
-                        .any(|&p| !pools[p].family(v6).is_empty())
-                }),
-            };
-            if has {
-                out[k] = if v6 { TYPE_AAAA } else { TYPE_A };
-            }
-        }
-        out
+        [
+            if binding.has_family(pools, false) {
+                TYPE_A
+            } else {
+                0
+            },
+            if binding.has_family(pools, true) {
+                TYPE_AAAA
+            } else {
+                0
+            },
+        ]
     }
 
     /// ANY: one RRset (RFC 8482 §4.1), the smallest on the wire (ties: the
@@ -389,13 +379,7 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
             }
             None => {
                 self.negative(w);
-                self.deny(
-                    w,
-                    owner,
-                    self.owner_wire(owner),
-                    Deny::NoData(Some(node), [0, 0]),
-                    qtype,
-                );
+                self.deny(w, owner, Deny::NoData(Some(node), [0, 0]), qtype);
             }
         }
         LookupRc::NoError

@@ -367,6 +367,14 @@ impl Engine {
 }
 
 impl Owner<'_> {
+    /// Write the owner of a record: a pointer to the question, or the name.
+    fn put(self, w: &mut Writer) {
+        match self {
+            Owner::Qname => w.put_u16(0xC00C),
+            Owner::Name(n) => w.put_name(n),
+        }
+    }
+
     fn write_rrset(self, w: &mut Writer, set: RRset<'_>) {
         match self {
             Owner::Qname => {

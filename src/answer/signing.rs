@@ -19,7 +19,7 @@ use crate::zone::Node;
 use meridian_wire::writer::{Section, Writer};
 use meridian_wire::*;
 
-use crate::dnssec::sign::{put_type_bitmap, TYPE_NXNAME};
+use crate::dnssec::sign::{compact_nsec, put_type_bitmap, TYPE_NXNAME};
 
 /// Slots in a thread's denial cache.
 const SLOTS: usize = 1024;
@@ -38,8 +38,6 @@ struct Slot {
 pub struct DenialCache {
     slots: Box<[Slot]>,
     rdata: Vec<u8>,
-    /// Signatures made by this thread (cache misses).
-    pub signed: u64,
 }
 
 impl Default for DenialCache {
@@ -47,7 +45,6 @@ impl Default for DenialCache {
         DenialCache {
             slots: (0..SLOTS).map(|_| Slot::default()).collect(),
             rdata: Vec::with_capacity(600),
-            signed: 0,
         }
     }
 }
@@ -77,7 +74,6 @@ impl DenialCache {
             let v = s
                 .sign_online(owner, TYPE_NSEC, ttl, &self.rdata, now, &mut slot.sigs)
                 .ok()?;
-            self.signed += 1;
             s.online.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             slot.tag = t;
             slot.signer = s.id;
@@ -101,20 +97,8 @@ pub(super) enum Deny<'n> {
 /// Write `sigs` as RRSIG records owned by `owner` in section `s`.
 pub(super) fn put_sigs(w: &mut Writer, owner: Owner, s: Section, ttl: u32, sigs: Sigs<'_>) {
     for rd in sigs.iter() {
-        match owner {
-            Owner::Qname => w.put_u16(0xC00C),
-            Owner::Name(n) => w.put_name(n),
-        }
-        w.put_u16(TYPE_RRSIG);
-        w.put_u16(CLASS_IN);
-        w.put_u32(ttl);
-        w.put_u16(rd.len() as u16);
-        w.put(rd);
-        match s {
-            Section::Answer => w.an += 1,
-            Section::Authority => w.ns += 1,
-            Section::Additional => w.ar += 1,
-        }
+        owner.put(w);
+        w.put_raw_rr_body(s, TYPE_RRSIG, ttl, rd);
     }
 }
 
@@ -159,36 +143,23 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
         }
     }
 
-    /// The NSEC at `owner` with its RRSIGs, in the authority section.
-    fn put_nsec(&mut self, w: &mut Writer, owner: Owner, owner_wire: &[u8], ttl: u32) {
+    /// The NSEC at `owner` (RDATA in the cache's buffer) with its RRSIGs,
+    /// in the authority section, at the negative TTL.
+    fn put_nsec(&mut self, w: &mut Writer, owner: Owner<'e>) {
         let Some(s) = self.signer else { return };
-        let Some(at) = self.dc.sigs(s, owner_wire, ttl) else {
+        let ttl = self.zone_negative_ttl();
+        let Some(at) = self.dc.sigs(s, self.owner_wire(owner), ttl) else {
             return;
         };
         let dc = &*self.dc;
-        match owner {
-            Owner::Qname => w.put_u16(0xC00C),
-            Owner::Name(n) => w.put_name(n),
-        }
-        w.put_u16(TYPE_NSEC);
-        w.put_u16(CLASS_IN);
-        w.put_u32(ttl);
-        w.put_u16(dc.rdata.len() as u16);
-        w.put(&dc.rdata);
-        w.ns += 1;
+        owner.put(w);
+        w.put_raw_rr_body(Section::Authority, TYPE_NSEC, ttl, &dc.rdata);
         put_sigs(w, owner, Section::Authority, ttl, Sigs(&dc.slots[at].sigs));
     }
 
-    /// The compact NSEC for a denial of `owner_wire` (written as `owner`),
-    /// after the SOA the caller wrote.
-    pub(super) fn deny(
-        &mut self,
-        w: &mut Writer,
-        owner: Owner,
-        owner_wire: &[u8],
-        what: Deny<'_>,
-        qtype: u16,
-    ) {
+    /// The compact NSEC for a denial of `owner`, after the SOA the caller
+    /// wrote.
+    pub(super) fn deny(&mut self, w: &mut Writer, owner: Owner<'e>, what: Deny<'_>, qtype: u16) {
         if !self.signing() {
             return;
         }
@@ -217,14 +188,8 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
                 }
             }
         }
-        let rd = &mut self.dc.rdata;
-        rd.clear();
-        rd.push(1);
-        rd.push(0);
-        rd.extend_from_slice(owner_wire);
-        put_type_bitmap(&types[..n], rd);
-        let ttl = self.zone_negative_ttl();
-        self.put_nsec(w, owner, owner_wire, ttl);
+        compact_nsec(self.owner_wire(owner), &types[..n], &mut self.dc.rdata);
+        self.put_nsec(w, owner);
     }
 
     /// RFC 4035 §3.1.3.3: a wildcard answer proves that the next closer
@@ -250,9 +215,23 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
         rd.push(0);
         rd.extend_from_slice(&nc[1 + len..]);
         put_type_bitmap(&[TYPE_RRSIG, TYPE_NSEC], rd);
+        // The owner lives in this frame: sign and write it here.
+        let Some(s) = self.signer else { return };
         let owner = &pred[..plen];
         let ttl = self.zone_negative_ttl();
-        self.put_nsec(w, Owner::Name(owner), owner, ttl);
+        let Some(at) = self.dc.sigs(s, owner, ttl) else {
+            return;
+        };
+        let dc = &*self.dc;
+        w.put_name(owner);
+        w.put_raw_rr_body(Section::Authority, TYPE_NSEC, ttl, &dc.rdata);
+        put_sigs(
+            w,
+            Owner::Name(owner),
+            Section::Authority,
+            ttl,
+            Sigs(&dc.slots[at].sigs),
+        );
     }
 
     /// A referral's DNSSEC part (RFC 4035 §3.1.4.1): the cut's DS RRset
@@ -268,7 +247,6 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
             self.deny(
                 w,
                 Owner::Name(cut.name()),
-                cut.name(),
                 Deny::NoData(Some(cut), [0, 0]),
                 TYPE_DS,
             );

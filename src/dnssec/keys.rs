@@ -147,6 +147,20 @@ impl DnsKey {
     /// The DS record for the parent zone (RFC 4034 §5.1.4, RFC 4509), in the
     /// form `dnssec-dsfromkey` prints: `owner IN DS tag alg type HEX`.
     pub fn ds(&self, digest: DigestType) -> String {
+        let rd = self.ds_rdata(digest);
+        format!(
+            "{} IN DS {} {} {} {}",
+            self.owner,
+            self.key_tag(),
+            self.algorithm,
+            digest.number(),
+            data_encoding::HEXUPPER.encode(&rd[4..])
+        )
+    }
+
+    /// The DS (or CDS, RFC 7344) RDATA in wire form: key tag, algorithm,
+    /// digest type, digest of owner and DNSKEY RDATA.
+    pub fn ds_rdata(&self, digest: DigestType) -> Vec<u8> {
         let mut input = name_wire(&self.owner);
         input.extend_from_slice(&self.rdata());
         let alg = match digest {
@@ -154,14 +168,12 @@ impl DnsKey {
             DigestType::Sha384 => &ring::digest::SHA384,
         };
         let d = ring::digest::digest(alg, &input);
-        format!(
-            "{} IN DS {} {} {} {}",
-            self.owner,
-            self.key_tag(),
-            self.algorithm,
-            digest.number(),
-            data_encoding::HEXUPPER.encode(d.as_ref())
-        )
+        let mut v = Vec::with_capacity(4 + d.as_ref().len());
+        v.extend_from_slice(&self.key_tag().to_be_bytes());
+        v.push(self.algorithm);
+        v.push(digest.number());
+        v.extend_from_slice(d.as_ref());
+        v
     }
 }
 

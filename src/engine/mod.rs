@@ -55,6 +55,22 @@ pub struct Binding {
     pub target: Target,
 }
 
+impl Binding {
+    /// Does the name have addresses of this family? For a geo name every
+    /// decision agrees (the build refuses a map where they do not, RFC
+    /// 7871 §7.4), so one decision answers for all.
+    pub fn has_family(&self, pools: &[Pool], v6: bool) -> bool {
+        let list: &[usize] = match &self.target {
+            Target::Pool(p) => std::slice::from_ref(p),
+            Target::Geo(m) => m
+                .used_decisions()
+                .first()
+                .map_or(&[][..], |&d| m.decision(d)),
+        };
+        list.iter().any(|&p| !pools[p].family(v6).is_empty())
+    }
+}
+
 /// What one part of a build cost.
 #[derive(Debug, Clone)]
 pub struct BuildCost {

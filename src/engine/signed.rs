@@ -101,14 +101,15 @@ impl<'a> Keys<'a> {
     /// sign the key RRsets, ZSKs the rest; a zone with only one kind uses
     /// it for both (a CSK).
     pub fn of(apex: &'a [u8], cfg: &'a ZoneDnssec) -> Keys<'a> {
-        let signing: Vec<&KeyPair> = cfg.keys.iter().map(|k| &**k).collect();
-        let ksk: Vec<&KeyPair> = signing.iter().copied().filter(|k| k.is_ksk()).collect();
-        let zsk: Vec<&KeyPair> = signing.iter().copied().filter(|k| !k.is_ksk()).collect();
-        let (ksk, zsk) = match (ksk.is_empty(), zsk.is_empty()) {
-            (true, _) => (zsk.clone(), zsk),
-            (_, true) => (ksk.clone(), ksk),
-            _ => (ksk, zsk),
-        };
+        // The entry keys (the KSKs, or every key) sign the key sets.
+        let ksk = cfg.entry_keys();
+        let zsk: Vec<&KeyPair> = cfg
+            .keys
+            .iter()
+            .map(|k| &**k)
+            .filter(|k| !k.is_ksk())
+            .collect();
+        let zsk = if zsk.is_empty() { ksk.clone() } else { zsk };
         let (validity, refresh) = (cfg.validity.as_secs(), cfg.refresh.as_secs());
         Keys {
             apex,
@@ -159,7 +160,7 @@ impl<'a> Keys<'a> {
 /// The apex RRsets a signed zone adds (RFC 4034 §2, RFC 7344 §3): every
 /// listed key's DNSKEY, and CDS (SHA-256) and CDNSKEY for the KSKs, at
 /// `ttl`.
-pub fn apex_sets(apex: &[u8], cfg: &ZoneDnssec, ttl: u32) -> Vec<(u16, u32, Vec<Vec<u8>>)> {
+pub fn apex_sets(cfg: &ZoneDnssec, ttl: u32) -> Vec<(u16, u32, Vec<Vec<u8>>)> {
     let dnskey: Vec<Vec<u8>> = cfg
         .keys
         .iter()
@@ -170,18 +171,7 @@ pub fn apex_sets(apex: &[u8], cfg: &ZoneDnssec, ttl: u32) -> Vec<(u16, u32, Vec<
     let cdnskey: Vec<Vec<u8>> = entry.iter().map(|k| k.dnskey.rdata()).collect();
     let cds: Vec<Vec<u8>> = entry
         .iter()
-        .map(|k| {
-            let rd = k.dnskey.rdata();
-            let mut m = apex.to_vec();
-            m.extend_from_slice(&rd);
-            let d = ring::digest::digest(&ring::digest::SHA256, &m);
-            let mut v = Vec::with_capacity(4 + 32);
-            v.extend_from_slice(&k.tag.to_be_bytes());
-            v.push(k.dnskey.algorithm);
-            v.push(2);
-            v.extend_from_slice(d.as_ref());
-            v
-        })
+        .map(|k| k.dnskey.ds_rdata(crate::dnssec::keys::DigestType::Sha256))
         .collect();
     vec![
         (TYPE_DNSKEY, ttl, dnskey),
@@ -362,10 +352,12 @@ pub struct Fallback {
 /// Signatures of a zone's dynamic RRsets.
 #[derive(Debug, Default)]
 pub struct DynSigs {
-    map: HashMap<DynKey, (u32, u32), Fx>,
+    /// Each set's RRSIGs (a span of `data`) and their expiration.
+    map: HashMap<DynKey, (u32, u32, u32), Fx>,
     fallback: HashMap<(u32, u32, bool), Fallback, Fx>,
     data: Vec<u8>,
-    expires: HashMap<DynKey, u32, Fx>,
+    /// The members' state these were made for ([`Engine::member_state`]).
+    pub state: u64,
     /// Unix seconds at which to sign again.
     pub refresh_at: u64,
     /// Sets signed in all.
@@ -384,7 +376,7 @@ impl DynSigs {
     pub fn get(&self, k: &DynKey) -> Option<Sigs<'_>> {
         self.map
             .get(k)
-            .map(|&(a, b)| Sigs(&self.data[a as usize..b as usize]))
+            .map(|&(a, b, _)| Sigs(&self.data[a as usize..b as usize]))
     }
 
     /// The last signed set of (node, pool, family), with its RRSIGs.
@@ -555,9 +547,15 @@ impl Engine {
                     ),
                 }
             }
-            match self.sign_dynamic(zi, &keys, &s.dynamic.load(), s.cfg.max_subsets, now) {
-                Ok(Some(d)) => s.dynamic.store(Arc::new(d)),
-                Ok(None) => {}
+            // Balancing refreshes come with every probe's signals; the sets
+            // only change with the members' filter decisions.
+            let prev = s.dynamic.load();
+            let state = self.member_state();
+            if prev.state == state && prev.refresh_at > now {
+                continue;
+            }
+            match self.sign_dynamic(zi, &keys, &prev, s.cfg.max_subsets, now) {
+                Ok(d) => s.dynamic.store(Arc::new(d)),
                 Err(e) => tracing::error!(
                     "zone {}: signing pool answers failed, the last signed ones keep serving: {e}",
                     self.zones[zi].origin_text
@@ -566,8 +564,21 @@ impl Engine {
         }
     }
 
+    /// What the sets of members answers can hold depend on: every
+    /// member's filter decision and drain override, hashed.
+    pub fn member_state(&self) -> u64 {
+        use std::hash::Hasher;
+        let mut h = FxHasher::default();
+        for p in &self.pools {
+            for m in p.v4.iter().chain(p.v6.iter()) {
+                h.write_u8(u8::from(m.usable()) | u8::from(self.health.is_drained(m.health)) << 1);
+            }
+        }
+        h.finish()
+    }
+
     /// The dynamic signatures of zone `zi` for the members' current state,
-    /// reusing `prev`'s where still fresh; None when nothing changed.
+    /// reusing `prev`'s where still fresh.
     pub fn sign_dynamic(
         &self,
         zi: usize,
@@ -575,11 +586,10 @@ impl Engine {
         prev: &DynSigs,
         limit: u64,
         now: u64,
-    ) -> Result<Option<DynSigs>, String> {
+    ) -> Result<DynSigs, String> {
         let zone = &self.zones[zi];
         let t0 = std::time::Instant::now();
         let mut next = DynSigs::default();
-        let mut changed = false;
         let mut earliest = u64::MAX;
         for node in zone.nodes() {
             let Some(bi) = node.dynamic() else { continue };
@@ -603,15 +613,16 @@ impl Engine {
                         };
                         let start = next.data.len() as u32;
                         let fresh = prev
-                            .expires
+                            .map
                             .get(&key)
-                            .is_some_and(|&x| u64::from(x) > now + keys.refresh);
-                        let exp = match (fresh, prev.get(&key)) {
-                            (true, Some(sigs)) => {
-                                next.data.extend_from_slice(sigs.0);
-                                prev.expires[&key]
+                            .filter(|&&(_, _, x)| u64::from(x) > now + keys.refresh);
+                        let exp = match fresh {
+                            Some(&(a, b, x)) => {
+                                next.data
+                                    .extend_from_slice(&prev.data[a as usize..b as usize]);
+                                x
                             }
-                            _ => {
+                            None => {
                                 let recs: Vec<&[u8]> = set
                                     .iter()
                                     .map(|&i| &members[i as usize].rr()[12..])
@@ -620,14 +631,12 @@ impl Engine {
                                 let v = keys.validity_at(now);
                                 keys.sign_into(node.name(), rtype, ttl, &recs, v, &mut next.data)?;
                                 next.made += 1;
-                                changed = true;
                                 v.expiration
                             }
                         };
                         earliest = earliest.min(u64::from(exp));
                         let span = (start, next.data.len() as u32);
-                        next.map.insert(key, span);
-                        next.expires.insert(key, exp);
+                        next.map.insert(key, (span.0, span.1, exp));
                         if k == 0 {
                             next.fallback.insert(
                                 (node.id(), p as u32, v6),
@@ -642,25 +651,11 @@ impl Engine {
             }
         }
         next.count = next.map.len();
+        next.state = self.member_state();
         next.refresh_at = refresh_time(earliest, keys.refresh);
         next.earliest = earliest;
         next.ms = t0.elapsed().as_millis() as u64;
-        if !changed && next.count == prev.count && next.fallback_same(prev) {
-            return Ok(None);
-        }
-        Ok(Some(next))
-    }
-}
-
-impl DynSigs {
-    fn fallback_same(&self, other: &DynSigs) -> bool {
-        self.fallback.len() == other.fallback.len()
-            && self.fallback.iter().all(|(k, f)| {
-                other
-                    .fallback
-                    .get(k)
-                    .is_some_and(|o| o.members == f.members)
-            })
+        Ok(next)
     }
 }
 
@@ -793,7 +788,7 @@ pub fn build_signers(
             .apex_node()
             .rrset(TYPE_SOA)
             .map_or(3600, |s| s.ttl);
-        let sets = apex_sets(&origin, cfg, ttl);
+        let sets = apex_sets(cfg, ttl);
         let kept = apex_has(&zones[zi], &sets);
         if !kept {
             zones[zi] = Arc::new(zones[zi].with_apex_sets(&sets));

@@ -194,6 +194,20 @@ impl<'b> Writer<'b> {
         true
     }
 
+    /// Write a record's TYPE, CLASS IN, TTL, RDLENGTH and `rdata` (wire
+    /// form, copied as it is) after an owner the caller has written, and
+    /// count it in section `s`.
+    pub fn put_raw_rr_body(&mut self, s: Section, rtype: u16, ttl: u32, rdata: &[u8]) {
+        self.put_u16(rtype);
+        self.put_u16(CLASS_IN);
+        self.put_u32(ttl);
+        self.put_u16(rdata.len() as u16);
+        self.put(rdata);
+        if !self.overflow {
+            self.bump(s);
+        }
+    }
+
     /// Write a record's TYPE, CLASS IN, TTL, RDLENGTH and RDATA after an
     /// owner the caller has written (a name or a pointer).
     pub fn put_rr_body(&mut self, rtype: u16, ttl: u32, rd: Packed<'_>) {
