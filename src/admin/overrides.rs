@@ -72,17 +72,10 @@ pub(crate) async fn route_fleet(
         Err(r) => return r,
     };
     let engine = shared.server.engine.load();
-    let entries = engine
-        .checks
-        .iter()
-        .filter(|s| s.addr == addr && (port.is_none() || s.effective_port() == port))
-        .count();
-    if entries == 0 && state != crate::health::OVR_NONE {
-        return error(
-            StatusCode::NOT_FOUND,
-            format!("no pool has a member {addr}"),
-        );
-    }
+    let entries = match crate::health::overrides::covered(&engine.checks, addr, port, state) {
+        Ok(n) => n,
+        Err(e) => return error(StatusCode::NOT_FOUND, e),
+    };
     match fleet.put_override(addr, port, state, by).await {
         Ok(()) => done(addr, port, state, entries),
         Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e),

@@ -65,21 +65,10 @@ pub(crate) async fn route_fleet(
         Err(r) => return r,
     };
     let engine = shared.server.engine.load();
-    let members = engine
-        .pools
-        .iter()
-        .flat_map(|p| p.v4.iter().chain(p.v6.iter()))
-        .filter(|m| {
-            m.addr == addr
-                && (port.is_none() || engine.checks[m.health as usize].effective_port() == port)
-        })
-        .count();
-    if members == 0 && weight.is_some() {
-        return error(
-            StatusCode::NOT_FOUND,
-            format!("no pool has a member {addr}"),
-        );
-    }
+    let members = match crate::engine::weights::covered(&engine, addr, port, weight) {
+        Ok(n) => n,
+        Err(e) => return error(StatusCode::NOT_FOUND, e),
+    };
     match fleet.put_weight(addr, port, weight, by).await {
         Ok(()) => done(addr, port, weight, members),
         Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e),

@@ -55,6 +55,33 @@ pub fn weight_for(map: &WeightMap, spec: &CheckSpec) -> f64 {
     map.get(&(spec.addr, None)).copied().unwrap_or(1.0)
 }
 
+/// How many pool members a runtime weight for `addr` (or `addr` on
+/// `port`) covers; setting one that covers none is an error (clearing
+/// always works).
+pub fn covered(
+    e: &Engine,
+    addr: IpAddr,
+    port: Option<u16>,
+    weight: Option<f64>,
+) -> Result<usize, String> {
+    let n = e
+        .pools
+        .iter()
+        .flat_map(|p| p.v4.iter().chain(p.v6.iter()))
+        .filter(|m| {
+            m.addr == addr
+                && (port.is_none() || e.checks[m.health as usize].effective_port() == port)
+        })
+        .count();
+    if n == 0 && weight.is_some() {
+        return Err(match port {
+            Some(p) => format!("no pool has a member {addr} on port {p}"),
+            None => format!("no pool has a member {addr}"),
+        });
+    }
+    Ok(n)
+}
+
 impl RuntimeWeights {
     /// None in force.
     pub fn new() -> RuntimeWeights {
@@ -116,21 +143,7 @@ impl RuntimeWeights {
     ) -> Result<usize, String> {
         let mut map = self.lock();
         let e = engine.load();
-        let matched = e
-            .pools
-            .iter()
-            .flat_map(|p| p.v4.iter().chain(p.v6.iter()))
-            .filter(|m| {
-                m.addr == addr
-                    && (port.is_none() || e.checks[m.health as usize].effective_port() == port)
-            })
-            .count();
-        if matched == 0 && weight.is_some() {
-            return Err(match port {
-                Some(p) => format!("no pool has a member {addr} on port {p}"),
-                None => format!("no pool has a member {addr}"),
-            });
-        }
+        let matched = covered(&e, addr, port, weight)?;
         let prev = match weight {
             Some(w) => map.insert((addr, port), w),
             None => map.remove(&(addr, port)),

@@ -158,6 +158,14 @@ struct SharedChecks {
     counted: std::collections::HashMap<String, u64>,
 }
 
+/// What a key of the prefix was.
+enum Taken {
+    Config,
+    NodeGone,
+    Entry(Target),
+    Other,
+}
+
 /// A probe result as shared in etcd.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 struct Shared {
@@ -372,11 +380,6 @@ impl Fleet {
         );
     }
 
-    /// This node's name.
-    pub fn node(&self) -> &str {
-        &self.settings.node
-    }
-
     fn key(&self, (kind, addr, port): Target) -> String {
         match port {
             Some(p) => format!("{}{}{addr}#{p}", self.settings.prefix, kind.dir()),
@@ -514,31 +517,15 @@ impl Fleet {
             .map_err(|e| format!("etcd: {e}"))?;
         let rev = r.header().map_or(0, |h| h.revision());
         let mut seen = Vec::new();
-        let config_key = format!("{}config", self.settings.prefix);
         {
             let mut sc = self.checks.lock().unwrap_or_else(|e| e.into_inner());
             sc.live.clear();
             sc.results.clear();
         }
         for kv in r.kvs() {
-            if kv
-                .key_str()
-                .is_ok_and(|k| self.observe(k, Some(kv.value())))
-            {
-                continue;
+            if let Taken::Entry(t) = self.take(kv, true).await {
+                seen.push(t);
             }
-            if kv.key() == config_key.as_bytes() {
-                self.serve_pushed(kv.mod_revision(), kv.value()).await;
-                continue;
-            }
-            let Some(t) = kv.key_str().ok().and_then(|k| self.parse_key(k)) else {
-                continue;
-            };
-            let Ok(e) = serde_json::from_slice::<Entry>(kv.value()) else {
-                continue;
-            };
-            self.apply(t, Some(&e));
-            seen.push(t);
         }
         // What was cleared while this node did not watch.
         let stale: Vec<Target> = {
@@ -549,6 +536,40 @@ impl Fleet {
             self.apply(t, None);
         }
         Ok(rev)
+    }
+
+    /// One key of the prefix, read or changed (`put`; else deleted): the
+    /// pushed config, a node or shared result, or an override or weight.
+    async fn take(&self, kv: &etcd_client::KeyValue, put: bool) -> Taken {
+        let Ok(k) = kv.key_str() else {
+            return Taken::Other;
+        };
+        let value = put.then(|| kv.value());
+        let Some(rest) = k.strip_prefix(&self.settings.prefix) else {
+            return Taken::Other;
+        };
+        if rest == "config" {
+            if let Some(v) = value {
+                self.serve_pushed(kv.mod_revision(), v).await;
+            }
+            return Taken::Config;
+        }
+        if self.observe(k, value) {
+            return if rest.starts_with("nodes/") && !put {
+                Taken::NodeGone
+            } else {
+                Taken::Other
+            };
+        }
+        let Some(t) = self.parse_key(k) else {
+            return Taken::Other;
+        };
+        match value.map(serde_json::from_slice::<Entry>) {
+            Some(Ok(e)) => self.apply(t, Some(&e)),
+            Some(Err(_)) => return Taken::Other,
+            None => self.apply(t, None),
+        }
+        Taken::Entry(t)
     }
 
     /// Serve pushed revision `rev` (its stored value `v`): write its files
@@ -705,40 +726,15 @@ impl Fleet {
             if resp.canceled() {
                 return Err("etcd watch canceled".into());
             }
-            let config_key = format!("{}config", self.settings.prefix);
             for ev in resp.events() {
                 let Some(kv) = ev.kv() else { continue };
-                if kv.key() == config_key.as_bytes() {
-                    if ev.event_type() == EventType::Put {
-                        self.serve_pushed(kv.mod_revision(), kv.value()).await;
-                        // `fleet status` shows the new revision at once.
-                        self.register(&mut c, lease).await?;
-                    }
-                    continue;
-                }
-                let value = (ev.event_type() == EventType::Put).then(|| kv.value());
-                if kv.key_str().is_ok_and(|k| self.observe(k, value)) {
-                    // A node left (its lease ran out) or came: its share
-                    // moves now, not at the next tick.
-                    if kv
-                        .key_str()
-                        .is_ok_and(|k| k.starts_with(&format!("{}nodes/", self.settings.prefix)))
-                        && ev.event_type() == EventType::Delete
-                    {
-                        self.divide_checks(&mut c, lease).await?;
-                    }
-                    continue;
-                }
-                let Some(t) = kv.key_str().ok().and_then(|k| self.parse_key(k)) else {
-                    continue;
-                };
-                match ev.event_type() {
-                    EventType::Put => {
-                        if let Ok(e) = serde_json::from_slice::<Entry>(kv.value()) {
-                            self.apply(t, Some(&e));
-                        }
-                    }
-                    EventType::Delete => self.apply(t, None),
+                match self.take(kv, ev.event_type() == EventType::Put).await {
+                    // `fleet status` shows a new revision at once.
+                    Taken::Config => self.register(&mut c, lease).await?,
+                    // A node left (its lease ran out): its share moves now,
+                    // not at the next tick.
+                    Taken::NodeGone => self.divide_checks(&mut c, lease).await?,
+                    Taken::Entry(_) | Taken::Other => {}
                 }
             }
         }

@@ -11,6 +11,27 @@ use super::{override_name, CheckSpec, HealthTable, OVR_NONE};
 /// (address, port) to override; port None covers every port of the address.
 pub type OverrideMap = BTreeMap<(IpAddr, Option<u16>), u8>;
 
+/// How many entries an override for `addr` (or `addr` on `port`) covers;
+/// setting one that covers none is an error (clearing always works).
+pub fn covered(
+    specs: &[CheckSpec],
+    addr: IpAddr,
+    port: Option<u16>,
+    state: u8,
+) -> Result<usize, String> {
+    let n = specs
+        .iter()
+        .filter(|s| s.addr == addr && (port.is_none() || s.effective_port() == port))
+        .count();
+    if n == 0 && state != OVR_NONE {
+        return Err(match port {
+            Some(p) => format!("no member {addr} is checked on port {p}"),
+            None => format!("no pool has a member {addr}"),
+        });
+    }
+    Ok(n)
+}
+
 /// The overrides in force. Setting one and publishing a new engine both
 /// happen under its lock, so no engine is published without them.
 #[derive(Debug, Default)]
@@ -62,19 +83,11 @@ impl Overrides {
         state: u8,
     ) -> Result<usize, String> {
         let mut map = self.lock();
-        let matches =
-            |s: &CheckSpec| s.addr == addr && (port.is_none() || s.effective_port() == port);
-        let matched = specs.iter().filter(|s| matches(s)).count();
+        let matched = covered(specs, addr, port, state)?;
         let what = match port {
             Some(p) => format!("{addr} port {p}"),
             None => addr.to_string(),
         };
-        if matched == 0 && state != OVR_NONE {
-            return Err(match port {
-                Some(p) => format!("no member {addr} is checked on port {p}"),
-                None => format!("no pool has a member {addr}"),
-            });
-        }
         let prev = if state == OVR_NONE {
             map.remove(&(addr, port))
         } else {
