@@ -48,6 +48,27 @@ fn setup(o: Opts, load: f64, pool_keys: &str, name_keys: &str) -> Setup {
     }
 }
 
+/// m10 slows at 60 s: `capacity` req/s, `base_ms` of service time.
+fn m10_slows(capacity: f64, base_ms: f64) -> impl FnMut(u64, &mut World) {
+    move |t, w| {
+        if t == 60 {
+            w.backends[9].capacity = capacity;
+            w.backends[9].base_ms = base_ms;
+        }
+    }
+}
+
+/// What the slow-member scenarios report: m10's share and what clients
+/// see, from 120 s (60 s after it slowed); bad answers from 60 s.
+fn slow_member_metrics(rows: &[Row]) -> Vec<(String, f64)> {
+    vec![
+        m("slow member share %", mean(rows, 120, 300, |r| r.share[9])),
+        m("slow requests %", mean(rows, 120, 300, |r| r.slow)),
+        m("mean latency ms", mean(rows, 120, 300, |r| r.latency_ms)),
+        m("bad %", mean(rows, 60, 300, |r| r.bad)),
+    ]
+}
+
 fn m(name: &str, v: f64) -> (String, f64) {
     (name.to_string(), v)
 }
@@ -176,18 +197,13 @@ pub(crate) fn slow_member(o: Opts) -> Report {
     let runs = variants
         .iter()
         .map(|(v, keys)| {
-            let rows = run("slow-member", setup(o, 450.0, keys, ""), 300, |t, w| {
-                if t == 60 {
-                    w.backends[9].capacity = 50.0;
-                    w.backends[9].base_ms = 40.0;
-                }
-            });
-            let metrics = vec![
-                m("slow member share %", mean(&rows, 120, 300, |r| r.share[9])),
-                m("slow requests %", mean(&rows, 120, 300, |r| r.slow)),
-                m("mean latency ms", mean(&rows, 120, 300, |r| r.latency_ms)),
-                m("bad %", mean(&rows, 60, 300, |r| r.bad)),
-            ];
+            let rows = run(
+                "slow-member",
+                setup(o, 450.0, keys, ""),
+                300,
+                m10_slows(50.0, 40.0),
+            );
+            let metrics = slow_member_metrics(&rows);
             Run {
                 variant: v.to_string(),
                 rows,
@@ -335,18 +351,13 @@ pub(crate) fn p2c(o: Opts) -> Report {
     let runs = variants
         .iter()
         .map(|(v, pool, name)| {
-            let rows = run("p2c", setup(o, 450.0, pool, name), 300, |t, w| {
-                if t == 60 {
-                    w.backends[9].capacity = 100.0 / 3.0;
-                    w.backends[9].base_ms = 60.0;
-                }
-            });
-            let metrics = vec![
-                m("slow member share %", mean(&rows, 120, 300, |r| r.share[9])),
-                m("slow requests %", mean(&rows, 120, 300, |r| r.slow)),
-                m("mean latency ms", mean(&rows, 120, 300, |r| r.latency_ms)),
-                m("bad %", mean(&rows, 60, 300, |r| r.bad)),
-            ];
+            let rows = run(
+                "p2c",
+                setup(o, 450.0, pool, name),
+                300,
+                m10_slows(100.0 / 3.0, 60.0),
+            );
+            let metrics = slow_member_metrics(&rows);
             Run {
                 variant: v.to_string(),
                 rows,
