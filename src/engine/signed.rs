@@ -10,7 +10,8 @@
 //!   (name, pool, family) the set of usable members for `all`/`rotate`
 //!   (with the `when_all_down` sets), every member alone for `one`, every
 //!   K-subset for `some K` (bounded by `max_subsets`). Made again after
-//!   every balancing refresh, reusing the signatures of sets already
+//!   a balancing refresh that changed a member's filter decision or drain
+//!   (or when they come due), reusing the signatures of sets already
 //!   signed; until a new set is signed, answers serve the last signed one
 //!   (its fallback), never an unsigned one.
 //!
@@ -524,8 +525,9 @@ impl Engine {
     /// Sign again what needs it, off the query path: the dynamic RRsets of
     /// every signed zone (sets new since the last call, and those near
     /// expiry), and a zone's static RRsets once they come due. Called after
-    /// every balancing refresh. Errors are logged; the last signed state
-    /// keeps serving.
+    /// every balancing refresh; the pool sets are made again only when the
+    /// members' state ([`Engine::member_state`]) moved or signatures come
+    /// due. Errors are logged; the last signed state keeps serving.
     pub fn refresh_signatures(&self, now: u64) {
         for (zi, s) in self.signers.iter().enumerate() {
             let Some(s) = s else { continue };
