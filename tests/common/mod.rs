@@ -54,8 +54,13 @@ pub(crate) struct TempDir(pub PathBuf);
 
 impl TempDir {
     pub(crate) fn new(tag: &str) -> TempDir {
+        TempDir::new_in(&std::env::temp_dir(), tag)
+    }
+
+    /// A fresh directory under `base`.
+    pub(crate) fn new_in(base: &std::path::Path, tag: &str) -> TempDir {
         static N: AtomicU32 = AtomicU32::new(0);
-        let p = std::env::temp_dir().join(format!(
+        let p = base.join(format!(
             "meridian-test-{tag}-{}-{}",
             std::process::id(),
             N.fetch_add(1, Ordering::Relaxed)

@@ -35,6 +35,7 @@ pub(crate) struct Member {
     pub(crate) client: String,
     child: Option<Child>,
     args: Vec<String>,
+    log: std::path::PathBuf,
 }
 
 /// An etcd cluster on loopback.
@@ -44,10 +45,36 @@ pub(crate) struct Etcd {
 }
 
 impl Etcd {
-    /// Start `n` members and wait until the cluster is healthy.
+    /// Start `n` members and wait until the cluster is healthy. A member
+    /// that exits while the cluster forms (a port taken between choosing
+    /// and binding it, say) makes a new attempt on new ports; a cluster
+    /// that never forms fails with each member's last log lines.
     pub(crate) fn start(n: usize) -> Etcd {
-        let dir = TempDir::new("etcd");
-        let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+        let mut report = String::new();
+        for attempt in 1..=3 {
+            match Etcd::try_start(n) {
+                Ok(e) => return e,
+                Err(why) => {
+                    eprintln!("etcd attempt {attempt} of 3 failed: {why}");
+                    report = why;
+                }
+            }
+        }
+        panic!("etcd never became healthy: {report}");
+    }
+
+    fn try_start(n: usize) -> Result<Etcd, String> {
+        // In memory when the machine has /dev/shm: each member preallocates
+        // a 64 MB WAL and fsyncs every append, which a nearly full or slow
+        // shared disk turns into a cluster that never forms.
+        let shm = Path::new("/dev/shm");
+        let dir = if shm.is_dir() && tempfile_ok(shm) {
+            TempDir::new_in(shm, "etcd")
+        } else {
+            TempDir::new("etcd")
+        };
+        let ports = distinct_ports(2 * n);
+        let ports: Vec<(u16, u16)> = ports.chunks(2).map(|c| (c[0], c[1])).collect();
         let initial: Vec<String> = ports
             .iter()
             .enumerate()
@@ -77,32 +104,64 @@ impl Etcd {
                 "new",
                 "--initial-cluster-token",
                 "meridian-test",
+                // Slow shared CI disks stall fsync for hundreds of ms; a
+                // tighter election timeout makes the cluster churn leaders
+                // instead of forming.
                 "--heartbeat-interval",
-                "50",
+                "100",
                 "--election-timeout",
-                "500",
+                "1000",
             ]
             .iter()
             .map(|s| s.to_string())
             .collect();
-            let child = spawn_etcd(&args);
+            let log = dir.0.join(format!("{name}.log"));
+            let child = spawn_etcd(&args, &log);
             members.push(Member {
                 name,
                 client,
                 child: Some(child),
                 args,
+                log,
             });
         }
-        let e = Etcd { members, _dir: dir };
+        let mut e = Etcd { members, _dir: dir };
         let t0 = Instant::now();
         while !e.healthy() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(20),
-                "etcd never became healthy"
-            );
+            let exited = e.members.iter_mut().find_map(|m| {
+                let st = m.child.as_mut()?.try_wait().ok()??;
+                Some(format!("{} exited ({st})", m.name))
+            });
+            if let Some(why) = exited {
+                return Err(format!("{why}\n{}", e.logs()));
+            }
+            if t0.elapsed() > Duration::from_secs(45) {
+                return Err(format!("not healthy after 45 s\n{}", e.logs()));
+            }
             std::thread::sleep(Duration::from_millis(100));
         }
-        e
+        Ok(e)
+    }
+
+    /// The last lines each member logged, and the free space where they
+    /// keep their data: what a failure report needs.
+    fn logs(&self) -> String {
+        let mut out = String::new();
+        for m in &self.members {
+            let text = std::fs::read_to_string(&m.log).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(12)..];
+            out.push_str(&format!(
+                "--- {} ({})\n{}\n",
+                m.name,
+                m.client,
+                tail.join("\n")
+            ));
+        }
+        if let Ok(df) = Command::new("df").arg("-h").arg(&self._dir.0).output() {
+            out.push_str(&String::from_utf8_lossy(&df.stdout));
+        }
+        out
     }
 
     /// The client URLs of the members still running.
@@ -167,14 +226,15 @@ impl Etcd {
     pub(crate) fn restart_all(&mut self) {
         for m in &mut self.members {
             if m.child.is_none() {
-                m.child = Some(spawn_etcd(&m.args));
+                m.child = Some(spawn_etcd(&m.args, &m.log));
             }
         }
         let t0 = Instant::now();
         while !self.healthy() {
             assert!(
-                t0.elapsed() < Duration::from_secs(20),
-                "etcd did not come back"
+                t0.elapsed() < Duration::from_secs(45),
+                "etcd did not come back\n{}",
+                self.logs()
             );
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -188,11 +248,36 @@ impl Etcd {
     }
 }
 
-fn spawn_etcd(args: &[String]) -> Child {
+/// Can this process make a directory in `base`?
+fn tempfile_ok(base: &Path) -> bool {
+    let probe = base.join(format!("meridian-probe-{}", std::process::id()));
+    let ok = std::fs::create_dir(&probe).is_ok();
+    let _ = std::fs::remove_dir(&probe);
+    ok
+}
+
+/// `n` loopback ports, all different: each is held open until every one
+/// is chosen, so two members never get the same port.
+fn distinct_ports(n: usize) -> Vec<u16> {
+    let held: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port"))
+        .collect();
+    held.iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
+}
+
+/// Start one member, appending its log to `log`.
+fn spawn_etcd(args: &[String], log: &Path) -> Child {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .expect("open the etcd log");
     Command::new("etcd")
         .args(args)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(file)
         .spawn()
         .expect("start etcd")
 }
