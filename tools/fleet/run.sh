@@ -37,7 +37,7 @@ case "${1:-}" in
   *) echo "usage: tools/fleet/run.sh [--check | -- COMMAND ...]" >&2; exit 2 ;;
 esac
 
-dir="$(mktemp -d /tmp/meridian-fleet.XXXXXX)"
+dir="$(mktemp -d "${TMPDIR:-/tmp}/meridian-fleet.XXXXXX")"
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -64,10 +64,19 @@ for i in 0 1 2; do
   eps+=("http://127.0.0.1:${cps[$i]}")
 done
 endpoints=$(IFS=,; echo "${eps[*]}")
-for _ in $(seq 100); do
-  ETCDCTL_API=3 etcdctl --endpoints="$endpoints" endpoint health >/dev/null 2>&1 && break
-  sleep 0.1
+healthy=no
+for _ in $(seq 300); do
+  if ETCDCTL_API=3 etcdctl --endpoints="$endpoints" endpoint health >/dev/null 2>&1; then
+    healthy=yes
+    break
+  fi
+  sleep 0.2
 done
+if [ "$healthy" = no ]; then
+  echo "etcd did not become healthy in 60 s; its logs end with:" >&2
+  for i in 0 1 2; do echo "--- e$i" >&2; tail -n 8 "$dir/etcd-$i.log" >&2; done
+  exit 1
+fi
 
 # The shared zone and a write token.
 cat >"$dir/fleet.test.zone" <<'ZONE'
