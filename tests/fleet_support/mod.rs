@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{free_port, skip, Server, TempDir};
+use crate::common::{skip, Server, TempDir};
 use crate::health_support::{serve, write_tokens};
 
 /// Is etcd here and meridian built with fleet support? A visible SKIP
