@@ -11,57 +11,11 @@ mod common;
 mod fleet_support;
 mod health_support;
 
-use std::net::TcpListener;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fleet_support::{fleet_ready, within, Etcd, Node};
-
-/// A TCP backend that counts the connections (probes) it accepts.
-struct Backend {
-    port: u16,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Backend {
-    fn start(port: u16, probes: Arc<AtomicU64>) -> Backend {
-        let l = TcpListener::bind(("127.0.0.91", port)).expect("bind the backend");
-        let port = l.local_addr().unwrap().port();
-        l.set_nonblocking(true).unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let (s2, p2) = (stop.clone(), probes.clone());
-        let thread = std::thread::spawn(move || {
-            while !s2.load(Ordering::Relaxed) {
-                match l.accept() {
-                    Ok(_) => {
-                        p2.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(2)),
-                }
-            }
-        });
-        Backend {
-            port,
-            stop,
-            thread: Some(thread),
-        }
-    }
-
-    fn stop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for Backend {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
+use fleet_support::{chk, fleet_ready, within, Backend, Etcd, Node};
 
 /// Probes per second the backend sees over `secs`.
 fn rate(probes: &AtomicU64, secs: f64) -> f64 {
@@ -69,16 +23,6 @@ fn rate(probes: &AtomicU64, secs: f64) -> f64 {
     let t0 = Instant::now();
     std::thread::sleep(Duration::from_secs_f64(secs));
     (probes.load(Ordering::Relaxed) - a) as f64 / t0.elapsed().as_secs_f64()
-}
-
-fn chk(n: &Node) -> Vec<String> {
-    let m = n.server.query(&common::Q::new(
-        "chk.fleet.test.",
-        hickory_proto::rr::RecordType::A,
-    ));
-    let mut a = common::addrs(&m);
-    a.sort();
-    a
 }
 
 #[test]

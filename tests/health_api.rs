@@ -305,6 +305,7 @@ fn metrics_and_status_reflect_every_state() {
         (Some("tcp"), Some("tcp"), Some(up.port() as u64))
     );
     assert_eq!(m["reason"], "connected");
+    assert_eq!(m["probed_here"], true, "a single server probes every check");
     assert!(m["latency_ms"].as_f64().unwrap() >= 0.0);
     assert!(m["last_check"].as_str().unwrap().ends_with('Z'));
     assert!(m["last_change"].as_str().unwrap().len() == 24, "{m}");
@@ -344,6 +345,10 @@ fn metrics_and_status_reflect_every_state() {
         (Some("up"), Some("none"), Some("none"))
     );
     assert_eq!(m["port"], serde_json::Value::Null);
+    assert_eq!(
+        m["probed_here"], false,
+        "an unchecked member is probed nowhere"
+    );
     let pools = st["pools"].as_array().unwrap();
     let a = pools.iter().find(|p| p["pool"] == "a").unwrap();
     assert_eq!(

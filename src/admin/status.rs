@@ -52,6 +52,10 @@ struct MemberStatus<'a> {
     standing: &'static str,
     /// The factors of the effective weight.
     factors: Factors,
+    /// This node runs the check itself: always on a single node; in a
+    /// fleet, when it is one of the member's checkers, when none of them
+    /// has a fresh result, or when etcd is lost past `fleet_grace`.
+    probed_here: bool,
     /// "ok", "fail", or null before the first probe.
     last_result: Option<&'static str>,
     reason: Option<String>,
@@ -174,6 +178,7 @@ pub(crate) fn status_json(e: &Engine, ovr: &OverrideMap, wts: &WeightMap) -> Str
                     load: round3(r.load),
                     runtime: r.runtime,
                 },
+                probed_here: spec.check.is_some() && !stats.remote.load(Ordering::Relaxed),
                 last_result: d.last_ok.map(|ok| if ok { "ok" } else { "fail" }),
                 reason: probed.then(|| d.reason.clone()),
                 last_check: d.last_check.map(rfc3339),

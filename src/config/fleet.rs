@@ -54,6 +54,10 @@ pub struct FleetCfg {
     /// shared results before it probes every member itself (default "10s").
     #[serde(default)]
     pub fleet_grace: Option<Spanned<String>>,
+    /// `lease`: how long a node stays in the fleet (a registered node, a
+    /// checker) after its last keep-alive (default "5s", 2s to 300s).
+    #[serde(default)]
+    pub lease: Option<Spanned<String>>,
 }
 
 /// TLS to etcd.
@@ -89,6 +93,8 @@ pub struct FleetSettings {
     pub checkers: usize,
     /// Time cut off from etcd before probing every member locally.
     pub grace: Duration,
+    /// The etcd lease TTL, in whole seconds.
+    pub lease_secs: i64,
 }
 
 /// Check `[fleet]`.
@@ -231,9 +237,26 @@ pub fn check(src: &Source, c: &FleetCfg) -> Result<FleetSettings, LocatedError> 
                 )
             })?,
     };
+    let lease_secs = match &c.lease {
+        None => 5,
+        Some(l) => humantime::parse_duration(l.get_ref().trim())
+            .ok()
+            .filter(|d| d.subsec_nanos() == 0 && (2..=300).contains(&d.as_secs()))
+            .map(|d| d.as_secs() as i64)
+            .ok_or_else(|| {
+                src.err(
+                    l.span(),
+                    format!(
+                        "fleet lease {:?} must be whole seconds from 2s to 300s, as \"5s\"",
+                        l.get_ref()
+                    ),
+                )
+            })?,
+    };
     Ok(FleetSettings {
         checkers,
         grace,
+        lease_secs,
         endpoints,
         node,
         prefix,

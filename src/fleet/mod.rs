@@ -17,8 +17,8 @@
 //! reconnecting it reads the prefix again and drops what was cleared
 //! meanwhile.
 //!
-//! Each node also keeps `{prefix}nodes/{node}` under a lease of
-//! [`LEASE_TTL`] seconds, rewritten every [`CONTACT`] with its last
+//! Each node also keeps `{prefix}nodes/{node}` under a lease of `lease`
+//! seconds (default 5), rewritten every [`CONTACT`] with its last
 //! contact, the config generation it serves and its view of member
 //! health: `meridian fleet status` lists them, and a node that dies
 //! leaves the list when its lease runs out.
@@ -65,9 +65,6 @@ pub struct Pushed {
     /// See `by`.
     pub at_ms: u64,
 }
-
-/// Seconds a node's registration outlives its last keep-alive.
-pub const LEASE_TTL: i64 = 5;
 
 /// How often a node renews its lease and rewrites its registration.
 pub const CONTACT: Duration = Duration::from_secs(1);
@@ -156,6 +153,8 @@ struct SharedChecks {
     published: std::collections::HashMap<String, u64>,
     /// Per entry: the newest shared result already counted (ms).
     counted: std::collections::HashMap<String, u64>,
+    /// Entries probed here because their checkers stopped reporting.
+    orphaned: std::collections::HashSet<String>,
 }
 
 /// What a key of the prefix was.
@@ -315,6 +314,18 @@ impl Fleet {
                 // result (its checkers vanished: probe rather than trust).
                 let local = assigned.contains(&me) || fresh.is_empty();
                 stats.remote.store(!local, Ordering::Relaxed);
+                // Said once per change, and only for an entry whose shared
+                // results were counted before: not at start-up, while the
+                // checkers have yet to report.
+                let orphan = !assigned.contains(&me) && fresh.is_empty();
+                if orphan && sc.counted.contains_key(&key) && sc.orphaned.insert(key.clone()) {
+                    tracing::warn!(
+                        "health {key}: none of its checkers ({}) has a result newer than {window} ms: probing it here",
+                        assigned.join(", ")
+                    );
+                } else if !orphan && sc.orphaned.remove(&key) {
+                    tracing::info!("health {key}: its checkers report again");
+                }
                 if local {
                     let d = stats.detail();
                     if let (Some(up), Some(at)) = (d.last_ok, d.last_check) {
@@ -667,7 +678,7 @@ impl Fleet {
     async fn follow(&self) -> Result<(), String> {
         let mut c = self.client().await?;
         let lease = c
-            .lease_grant(LEASE_TTL, None)
+            .lease_grant(self.settings.lease_secs, None)
             .await
             .map_err(|e| format!("etcd lease: {e}"))?
             .id();

@@ -4,9 +4,11 @@
 //! killed when its guard drops.
 #![allow(dead_code)]
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::common::{skip, Server, TempDir};
@@ -381,4 +383,62 @@ pub(crate) fn connected(n: &Node) -> Option<bool> {
     let (_, body) = crate::health_support::http(n.api, "GET", "/status");
     let v: serde_json::Value = serde_json::from_str(&body).ok()?;
     v["fleet"]["connected"].as_bool()
+}
+
+/// A TCP backend on 127.0.0.91 that counts the connections (probes) it
+/// accepts; port 0 picks one.
+pub(crate) struct Backend {
+    pub(crate) port: u16,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Backend {
+    pub(crate) fn start(port: u16, probes: Arc<AtomicU64>) -> Backend {
+        let l = TcpListener::bind(("127.0.0.91", port)).expect("bind the backend");
+        let port = l.local_addr().unwrap().port();
+        l.set_nonblocking(true).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s2, p2) = (stop.clone(), probes.clone());
+        let thread = std::thread::spawn(move || {
+            while !s2.load(Ordering::Relaxed) {
+                match l.accept() {
+                    Ok(_) => {
+                        p2.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(2)),
+                }
+            }
+        });
+        Backend {
+            port,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    pub(crate) fn stop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The sorted addresses `n` answers for `chk.fleet.test` (the checked
+/// pool of tests/fleet_checks.rs and tests/fleet_orphaned.rs).
+pub(crate) fn chk(n: &Node) -> Vec<String> {
+    let m = n.server.query(&crate::common::Q::new(
+        "chk.fleet.test.",
+        hickory_proto::rr::RecordType::A,
+    ));
+    let mut a = crate::common::addrs(&m);
+    a.sort();
+    a
 }
