@@ -207,7 +207,8 @@ enum DnssecCmd {
 #[derive(Subcommand)]
 enum FleetCmd {
     /// List the nodes registered in etcd: last contact, the engine
-    /// generation and config each serves, and its view of member health.
+    /// generation and config each serves, and its view of member health;
+    /// then each checked member's shared results (who reported what, when).
     Status {
         /// A config file whose [fleet] table says where etcd is.
         #[arg(long, value_name = "FILE")]

@@ -1,7 +1,8 @@
 //! `meridian fleet status` (#18): every node of a fleet registers in etcd
 //! under a lease and renews it each second; the command lists the nodes
 //! with their last contact, the config they serve and their view of member
-//! health, and a node that dies leaves the list once its lease runs out.
+//! health, then what the checkers share for each checked member, and a
+//! node that dies leaves the list once its lease runs out.
 
 mod common;
 mod fleet_support;
@@ -9,7 +10,10 @@ mod health_support;
 
 use std::time::Duration;
 
-use fleet_support::{fleet_ready, within, Etcd, Node};
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use fleet_support::{fleet_ready, within, Backend, Etcd, Node};
 
 fn status(config: &std::path::Path) -> String {
     let (code, out, err) =
@@ -28,10 +32,17 @@ fn fleet_status_lists_live_nodes() {
     if !fleet_ready("fleet_status_lists_live_nodes") {
         return;
     }
+    let mut backend = Backend::start(0, Arc::new(AtomicU64::new(0)));
+    let port = backend.port;
     let etcd = Etcd::start(1);
     let eps = etcd.endpoints();
-    let a = Node::start("a", &eps);
-    let b = Node::start("b", &eps);
+    let extra = format!(
+        "[check.c]\ntype = \"tcp\"\ninterval_ms = 200\ntimeout_ms = 150\n\n\
+         [pool.chk]\nmembers = [{{ address = \"127.0.0.91\", port = {port}, check = \"c\" }}]\n\n\
+         [name.\"chk.fleet.test\"]\npool = \"chk\"\nmode = \"all\"\nttl = 5\n"
+    );
+    let a = Node::start_with("a", &eps, "", &extra);
+    let b = Node::start_with("b", &eps, "", &extra);
     assert!(within(Duration::from_secs(5), || {
         let out = status(&a.config);
         listed(&out, "a") && listed(&out, "b")
@@ -47,9 +58,41 @@ fn fleet_status_lists_live_nodes() {
     // NODE CONTACT REVISION GENERATION ENTRIES DOWN CONFIG
     let age: f64 = f[1].trim_end_matches('s').parse().unwrap();
     assert!(age < 2.5, "{row}");
-    assert_eq!((f[2], f[4], f[5]), ("0", "2", "0"), "{row}");
+    // Entries: the two unchecked web members and the checked one.
+    assert_eq!((f[2], f[4], f[5]), ("0", "3", "0"), "{row}");
     assert!(f[6].ends_with("meridian.toml"), "{row}");
     assert!(out.contains("2 node(s) registered"), "{out}");
+
+    // The checked member: both nodes are its checkers (two nodes, three
+    // checkers wanted) and report it up, then down once it fails.
+    let member = format!("127.0.0.91#{port}#c");
+    let row_of = |out: &str| {
+        out.lines()
+            .find(|l| l.starts_with(&member))
+            .map(|l| l.to_string())
+    };
+    let reported = |up: &str, down: &str| {
+        let out = status(&a.config);
+        row_of(&out).is_some_and(|r| {
+            let f: Vec<&str> = r.split_whitespace().collect();
+            f[1] == up && f[2] == down
+        })
+    };
+    assert!(
+        within(Duration::from_secs(5), || reported("2", "0")).is_some(),
+        "{}",
+        status(&a.config)
+    );
+    let row = row_of(&status(&a.config)).unwrap();
+    assert!(row.contains("a up") && row.contains("b up"), "{row}");
+    backend.stop();
+    assert!(
+        within(Duration::from_secs(5), || reported("0", "2")).is_some(),
+        "{}",
+        status(&a.config)
+    );
+    let row = row_of(&status(&a.config)).unwrap();
+    assert!(row.contains("a down") && row.contains("b down"), "{row}");
 
     // b dies: gone once its lease (5 s) runs out.
     drop(b);

@@ -858,6 +858,41 @@ pub async fn nodes(settings: &FleetSettings) -> Result<Vec<NodeInfo>, String> {
     Ok(v)
 }
 
+/// The check results the fleet's checkers share, by entry (address#port#
+/// check): each reporting node, its last result and when (Unix ms).
+pub async fn shared_results(
+    settings: &FleetSettings,
+) -> Result<BTreeMap<String, Vec<(String, bool, u64)>>, String> {
+    let mut c = connect(settings).await?;
+    let prefix = format!("{}health/", settings.prefix);
+    let r = c
+        .get(prefix.as_str(), Some(GetOptions::new().with_prefix()))
+        .await
+        .map_err(|e| format!("etcd: {e}"))?;
+    let mut out: BTreeMap<String, Vec<(String, bool, u64)>> = BTreeMap::new();
+    for kv in r.kvs() {
+        let Ok(key) = std::str::from_utf8(kv.key()) else {
+            continue;
+        };
+        let Some((entry, node)) = key
+            .strip_prefix(prefix.as_str())
+            .and_then(|k| k.rsplit_once('/'))
+        else {
+            continue;
+        };
+        let Ok(sh) = serde_json::from_slice::<Shared>(kv.value()) else {
+            continue;
+        };
+        out.entry(entry.to_string())
+            .or_default()
+            .push((node.to_string(), sh.up, sh.at_ms));
+    }
+    for v in out.values_mut() {
+        v.sort();
+    }
+    Ok(out)
+}
+
 /// The `[fleet]` table of the config file `path`, checked (for the
 /// `meridian fleet` commands); an error when it has none.
 pub fn settings_of(path: &std::path::Path) -> Result<FleetSettings, String> {
@@ -871,7 +906,8 @@ pub fn settings_of(path: &std::path::Path) -> Result<FleetSettings, String> {
 
 /// `meridian fleet status`: every registered node, its last contact, the
 /// engine generation and config it serves, and its view of member health,
-/// as a table.
+/// as a table; then each checked member's shared results (who reported
+/// what, how long ago).
 pub async fn status_table(settings: &FleetSettings) -> Result<String, String> {
     let nodes = nodes(settings).await?;
     let now = now_ms();
@@ -892,6 +928,27 @@ pub async fn status_table(settings: &FleetSettings) -> Result<String, String> {
         settings.endpoints.join(","),
         settings.prefix
     );
+    // What the checkers report, member by member: the results every other
+    // node takes its majority from.
+    let shared = shared_results(settings).await?;
+    if !shared.is_empty() {
+        out += &format!("\n{:<40} {:>4} {:>4}  RESULTS\n", "MEMBER", "UP", "DOWN");
+        for (entry, rs) in &shared {
+            let ups = rs.iter().filter(|r| r.1).count();
+            let each: Vec<String> = rs
+                .iter()
+                .map(|(n, up, at)| {
+                    let age = now.saturating_sub(*at) as f64 / 1000.0;
+                    format!("{n} {} {age:.1}s ago", if *up { "up" } else { "down" })
+                })
+                .collect();
+            out += &format!(
+                "{entry:<40} {ups:>4} {:>4}  {}\n",
+                rs.len() - ups,
+                each.join(", ")
+            );
+        }
+    }
     Ok(out)
 }
 
