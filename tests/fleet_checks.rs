@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fleet_support::{chk, fleet_ready, within, Backend, Etcd, Node};
+use fleet_support::{chk, chk_tables, fleet_ready, within, Backend, Etcd, Node};
 
 /// Probes per second the backend sees over `secs`.
 fn rate(probes: &AtomicU64, secs: f64) -> f64 {
@@ -35,11 +35,7 @@ fn checks_are_divided_among_the_nodes() {
     let port = backend.port;
     let mut etcd = Etcd::start(3);
     let eps = etcd.endpoints();
-    let extra = format!(
-        "[check.c]\ntype = \"tcp\"\ninterval_ms = 200\ntimeout_ms = 150\nrise = 1\nfall = 1\n\n\
-         [pool.chk]\nmembers = [{{ address = \"127.0.0.91\", port = {port}, check = \"c\" }}, \"127.0.0.92\"]\n\n\
-         [name.\"chk.fleet.test\"]\npool = \"chk\"\nmode = \"all\"\nttl = 5\n"
-    );
+    let extra = chk_tables(port);
     let fleet = "checkers = 3\nfleet_grace = \"1s\"\n";
     let names = ["n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8"];
     let mut nodes: Vec<Node> = names

@@ -13,7 +13,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fleet_support::{chk, fleet_ready, within, Backend, Etcd, Node};
+use fleet_support::{chk, chk_tables, fleet_ready, within, Backend, Etcd, Node};
 
 /// `/status`'s `probed_here` for the checked member of `n`.
 fn probed_here(n: &Node) -> Option<bool> {
@@ -36,11 +36,7 @@ fn a_member_whose_checkers_vanished_is_probed_locally() {
     let port = backend.port;
     let etcd = Etcd::start(1);
     let eps = etcd.endpoints();
-    let extra = format!(
-        "[check.c]\ntype = \"tcp\"\ninterval_ms = 200\ntimeout_ms = 150\nrise = 1\nfall = 1\n\n\
-         [pool.chk]\nmembers = [{{ address = \"127.0.0.91\", port = {port}, check = \"c\" }}, \"127.0.0.92\"]\n\n\
-         [name.\"chk.fleet.test\"]\npool = \"chk\"\nmode = \"all\"\nttl = 5\n"
-    );
+    let extra = chk_tables(port);
     let fleet = "checkers = 3\nlease = \"60s\"\n";
     let names = ["n1", "n2", "n3", "n4"];
     let key = format!("127.0.0.91#{port}#c");
@@ -49,26 +45,20 @@ fn a_member_whose_checkers_vanished_is_probed_locally() {
     // Without the feature fleet_ready returned above: never used.
     #[cfg(not(feature = "fleet"))]
     let assigned: Vec<&str> = vec![&key];
-    let mut nodes: Vec<(&str, Option<Node>)> = names
+    let lone = *names
         .iter()
-        .map(|n| (*n, Some(Node::start_with(n, &eps, fleet, &extra))))
+        .find(|n| !assigned.contains(n))
+        .expect("one node is not a checker");
+    let lone_node = Node::start_with(lone, &eps, fleet, &extra);
+    let checkers: Vec<Node> = assigned
+        .iter()
+        .map(|n| Node::start_with(n, &eps, fleet, &extra))
         .collect();
+    let lone_node = &lone_node;
     let both = vec!["127.0.0.91".to_string(), "127.0.0.92".to_string()];
     let only92 = vec!["127.0.0.92".to_string()];
-    let (lone, _) = nodes
-        .iter()
-        .find(|(n, _)| !assigned.contains(n))
-        .expect("one node is not a checker");
-    let lone = *lone;
 
     // Settled: the lone node follows the checkers' shared results.
-    let lone_node = nodes
-        .iter()
-        .find(|(n, _)| *n == lone)
-        .unwrap()
-        .1
-        .as_ref()
-        .unwrap();
     assert!(within(Duration::from_secs(5), || chk(lone_node) == both).is_some());
     assert!(
         within(Duration::from_secs(5), || probed_here(lone_node)
@@ -76,9 +66,8 @@ fn a_member_whose_checkers_vanished_is_probed_locally() {
         .is_some(),
         "{lone} probes the member itself although its checkers report"
     );
-    for (n, node) in &nodes {
-        let want = assigned.contains(n);
-        assert_eq!(probed_here(node.as_ref().unwrap()), Some(want), "node {n}");
+    for node in &checkers {
+        assert_eq!(probed_here(node), Some(true), "a checker");
     }
     // The shared results are counted: the backend fails, the lone node
     // takes it out from them, and back.
@@ -87,21 +76,10 @@ fn a_member_whose_checkers_vanished_is_probed_locally() {
     let mut backend = Backend::start(port, probes.clone());
     assert!(within(Duration::from_secs(4), || chk(lone_node) == both).is_some());
 
-    // Kill all three checkers (SIGKILL: no lease is revoked).
-    for (n, node) in nodes.iter_mut() {
-        if assigned.contains(n) {
-            drop(node.take());
-        }
-    }
-    // Their registrations stay in etcd for the lease (60 s): still
-    // assigned, silent.
-    let lone_node = nodes
-        .iter()
-        .find(|(n, _)| *n == lone)
-        .unwrap()
-        .1
-        .as_ref()
-        .unwrap();
+    // Kill all three checkers (SIGKILL: no lease is revoked). Their
+    // registrations stay in etcd for the lease (60 s): still assigned,
+    // silent.
+    drop(checkers);
     let registered = etcd.get_prefix("/meridian-test/nodes/");
     for n in &assigned {
         assert!(

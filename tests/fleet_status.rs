@@ -13,7 +13,7 @@ use std::time::Duration;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use fleet_support::{fleet_ready, within, Backend, Etcd, Node};
+use fleet_support::{chk_tables, fleet_ready, within, Backend, Etcd, Node};
 
 fn status(config: &std::path::Path) -> String {
     let (code, out, err) =
@@ -36,11 +36,7 @@ fn fleet_status_lists_live_nodes() {
     let port = backend.port;
     let etcd = Etcd::start(1);
     let eps = etcd.endpoints();
-    let extra = format!(
-        "[check.c]\ntype = \"tcp\"\ninterval_ms = 200\ntimeout_ms = 150\n\n\
-         [pool.chk]\nmembers = [{{ address = \"127.0.0.91\", port = {port}, check = \"c\" }}]\n\n\
-         [name.\"chk.fleet.test\"]\npool = \"chk\"\nmode = \"all\"\nttl = 5\n"
-    );
+    let extra = chk_tables(port);
     let a = Node::start_with("a", &eps, "", &extra);
     let b = Node::start_with("b", &eps, "", &extra);
     assert!(within(Duration::from_secs(5), || {
@@ -58,8 +54,8 @@ fn fleet_status_lists_live_nodes() {
     // NODE CONTACT REVISION GENERATION ENTRIES DOWN CONFIG
     let age: f64 = f[1].trim_end_matches('s').parse().unwrap();
     assert!(age < 2.5, "{row}");
-    // Entries: the two unchecked web members and the checked one.
-    assert_eq!((f[2], f[4], f[5]), ("0", "3", "0"), "{row}");
+    // Entries: the two web members and the two of chk.
+    assert_eq!((f[2], f[4], f[5]), ("0", "4", "0"), "{row}");
     assert!(f[6].ends_with("meridian.toml"), "{row}");
     assert!(out.contains("2 node(s) registered"), "{out}");
 

@@ -431,6 +431,17 @@ impl Drop for Backend {
     }
 }
 
+/// The tables of the checked pool `chk` behind `chk.fleet.test` (`all`):
+/// 127.0.0.91 on `port` with TCP check `c` every 200 ms (rise and fall 1),
+/// and the unchecked 127.0.0.92.
+pub(crate) fn chk_tables(port: u16) -> String {
+    format!(
+        "[check.c]\ntype = \"tcp\"\ninterval_ms = 200\ntimeout_ms = 150\nrise = 1\nfall = 1\n\n\
+         [pool.chk]\nmembers = [{{ address = \"127.0.0.91\", port = {port}, check = \"c\" }}, \"127.0.0.92\"]\n\n\
+         [name.\"chk.fleet.test\"]\npool = \"chk\"\nmode = \"all\"\nttl = 5\n"
+    )
+}
+
 /// The sorted addresses `n` answers for `chk.fleet.test` (the checked
 /// pool of tests/fleet_checks.rs and tests/fleet_orphaned.rs).
 pub(crate) fn chk(n: &Node) -> Vec<String> {
