@@ -264,3 +264,78 @@ fn a_bad_ds_record_fails_check_at_its_line() {
         );
     }
 }
+
+/// RFC 4035 §3.1.1: a signed RRset in the additional section carries its
+/// RRSIGs (glue, unsigned, has none); when they do not fit, the RRset
+/// stays, the RRSIGs go, and the answer is not truncated.
+#[test]
+fn additional_addresses_carry_their_rrsigs() {
+    let z = Signed::new("signed-additional", "ecdsap256", "");
+    // `many`: eight mail exchangers in the zone, whose signed addresses
+    // cannot all fit in 1232 octets.
+    let mut zone = std::fs::read_to_string(z.dir.0.join("example.test.zone")).unwrap();
+    for i in 1..=8 {
+        zone += &format!(
+            "many IN MX {i} m{i}.many\nm{i}.many IN A 192.0.2.{}\n",
+            100 + i
+        );
+    }
+    std::fs::write(z.dir.0.join("example.test.zone"), zone).unwrap();
+    let s = Server::start(&z.config, &[]);
+    let covered = |add: &[String], owner: &str, t: &str| {
+        add.iter()
+            .filter(|r| {
+                let f: Vec<&str> = r.split_whitespace().collect();
+                f[0] == owner && f[3] == "RRSIG" && f[4] == t
+            })
+            .count()
+    };
+    let signed = |name: &str, t: RecordType, payload: u16| {
+        let mut q = Q::new(name, t).edns(payload);
+        q.dnssec_ok = true;
+        s.dig(&q)
+    };
+    // MX: the exchange's address and its RRSIG.
+    let r = signed("example.test.", RecordType::MX, 1232);
+    let add = r.additional();
+    assert_eq!(types_in(&add, "A"), 1, "{add:?}");
+    assert_eq!(covered(&add, "mail.example.test.", "A"), 1, "{add:?}");
+    // NS: the in-zone name server's address, signed (authoritative data).
+    let add = signed("example.test.", RecordType::NS, 1232).additional();
+    assert_eq!(covered(&add, "ns1.example.test.", "A"), 1, "{add:?}");
+    // DO=0: addresses only.
+    let add = s
+        .dig(&Q::new("example.test.", RecordType::MX).edns(1232))
+        .additional();
+    assert_eq!((types_in(&add, "A"), types_in(&add, "RRSIG")), (1, 0));
+    // A referral's glue is not signed.
+    let r = signed("host.sub.example.test.", RecordType::A, 1232);
+    let add = r.additional();
+    assert_eq!(types_in(&add, "A"), 1, "{add:?}");
+    assert_eq!(types_in(&add, "RRSIG"), 0, "glue signed: {add:?}");
+    // Over TCP all eight addresses and their RRSIGs.
+    let mut q = Q::new("many.example.test.", RecordType::MX).edns(1232);
+    q.dnssec_ok = true;
+    let add = s.dig_tcp(&q).additional();
+    assert_eq!(
+        (types_in(&add, "A"), types_in(&add, "RRSIG")),
+        (8, 8),
+        "{add:?}"
+    );
+    // Over UDP at 1232: addresses with their RRSIGs while they fit, then
+    // one address whose RRSIG did not fit, then nothing; never TC.
+    let r = signed("many.example.test.", RecordType::MX, 1232);
+    assert!(!r.flags().contains("tc"), "{}", r.flags());
+    assert!(r.raw.len() <= 1232, "{}", r.raw.len());
+    let add = r.additional();
+    let (a, sigs) = (types_in(&add, "A"), types_in(&add, "RRSIG"));
+    assert!(sigs < 8 && sigs + 1 == a, "{a} A, {sigs} RRSIG: {add:?}");
+    let last = add.last().unwrap();
+    assert_eq!(last.split_whitespace().nth(3), Some("A"), "{add:?}");
+    for (k, rr) in add.iter().enumerate() {
+        if rr.split_whitespace().nth(3) == Some("A") && k + 1 < add.len() {
+            let owner = rr.split_whitespace().next().unwrap();
+            assert_eq!(covered(&add[k + 1..k + 2], owner, "A"), 1, "{add:?}");
+        }
+    }
+}

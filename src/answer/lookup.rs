@@ -471,8 +471,10 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
     }
 
     /// The A and AAAA RRsets of `target` in the additional section, if it
-    /// is a static name of this zone. Optional ones that do not fit in
-    /// `room` are left out, and none after them.
+    /// is a static name of this zone, each with its RRSIGs when signing
+    /// (RFC 4035 §3.1.1; glue has none). Optional ones that do not fit in
+    /// `room` are left out, and none after them; RRSIGs that do not fit
+    /// are dropped, the RRset kept (§3.1.1 allows it), and nothing follows.
     fn addresses(&mut self, w: &mut Writer, target: &[u8], required: bool) {
         // Past the buffer already: the answer is truncated anyway.
         if w.overflow || !meridian_wire::name::is_subdomain(target, &self.zone.origin) {
@@ -482,13 +484,26 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
             return;
         };
         for t in [TYPE_A, TYPE_AAAA] {
-            let Some(set) = node.rrset(t) else { continue };
+            let Some((i, set)) = node.rrset_indexed(t) else {
+                continue;
+            };
             let (mark, ar) = (w.len, w.ar);
             w.put_rrset(Section::Additional, target, set, set.ttl);
             if !required && (w.overflow || w.len > self.room) {
                 w.truncate(mark);
                 w.ar = ar;
                 return;
+            }
+            // Glue has no RRSIGs; a required RRset already past the
+            // buffer keeps its overflow (TC).
+            if S && !w.overflow {
+                let (mark, ar) = (w.len, w.ar);
+                self.sign_static(w, Owner::Name(target), Section::Additional, i, set.ttl);
+                if w.len != mark && (w.overflow || w.len > self.room) {
+                    w.truncate(mark);
+                    w.ar = ar;
+                    return;
+                }
             }
         }
     }
