@@ -30,8 +30,8 @@ fn the_fleet_example_runs_and_checks_itself() {
     cmd.arg("--check").env("MERIDIAN", common::BIN);
     // etcd's data in memory, as in tests/fleet_support: a shared CI disk
     // busy writing back the build stalls its fsyncs past an election.
-    if std::path::Path::new("/dev/shm").is_dir() {
-        cmd.env("TMPDIR", "/dev/shm");
+    if let Some(shm) = fleet_support::roomy_shm() {
+        cmd.env("TMPDIR", shm);
     }
     let out = cmd.output().expect("run tools/fleet/run.sh");
     let text = format!(

@@ -69,11 +69,9 @@ impl Etcd {
         // In memory when the machine has /dev/shm: each member preallocates
         // a 64 MB WAL and fsyncs every append, which a nearly full or slow
         // shared disk turns into a cluster that never forms.
-        let shm = Path::new("/dev/shm");
-        let dir = if shm.is_dir() && tempfile_ok(shm) {
-            TempDir::new_in(shm, "etcd")
-        } else {
-            TempDir::new("etcd")
+        let dir = match roomy_shm() {
+            Some(shm) => TempDir::new_in(shm, "etcd"),
+            None => TempDir::new("etcd"),
         };
         let ports = distinct_ports(2 * n);
         let ports: Vec<(u16, u16)> = ports.chunks(2).map(|c| (c[0], c[1])).collect();
@@ -250,12 +248,26 @@ impl Etcd {
     }
 }
 
-/// Can this process make a directory in `base`?
-fn tempfile_ok(base: &Path) -> bool {
-    let probe = base.join(format!("meridian-probe-{}", std::process::id()));
-    let ok = std::fs::create_dir(&probe).is_ok();
+/// `/dev/shm` when this process can write there and it has room for a
+/// few etcd members (each preallocates a 64 MB WAL): 1 GiB free. A
+/// container's default /dev/shm is 64 MB, which would fail them.
+pub(crate) fn roomy_shm() -> Option<&'static Path> {
+    let shm = Path::new("/dev/shm");
+    let probe = shm.join(format!("meridian-probe-{}", std::process::id()));
+    let writable = std::fs::create_dir(&probe).is_ok();
     let _ = std::fs::remove_dir(&probe);
-    ok
+    if !writable {
+        return None;
+    }
+    let path = std::ffi::CString::new("/dev/shm").ok()?;
+    // SAFETY: statvfs is plain old data; all zeroes is a valid value.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `path` is NUL-terminated and `st` is a valid statvfs to fill.
+    if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    let free = st.f_bavail as u64 * st.f_frsize as u64;
+    (free >= 1 << 30).then_some(shm)
 }
 
 /// `n` loopback ports, all different: each is held open until every one
