@@ -254,3 +254,59 @@ fn unknown_setting() {
     let cfg = config(&dir, &format!("keys = [\"{ksk}\"], nsec3 = true"));
     assert_fails(&cfg, &["nsec3"]);
 }
+
+/// Rollovers go by the `keys`/`publish` lists and reloads: a key whose
+/// file schedules it for later (dnssec-keygen -P/-A) is accepted, with a
+/// warning at its line that it is used from now.
+#[test]
+fn future_key_times_warn() {
+    let (dir, ksk, zsk) = setup("dcfg-future");
+    let private = dir.0.join(format!("{zsk}.private"));
+    let text = std::fs::read_to_string(&private).unwrap();
+    let text: String = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("Activate:") {
+                "Activate: 20991231000000".to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n";
+    std::fs::write(&private, text).unwrap();
+    let cfg = config(&dir, &good(&ksk, &zsk));
+    let (code, out, err) = check(&cfg);
+    assert_eq!(code, 0, "stdout: {out}\nstderr: {err}");
+    let line = err
+        .lines()
+        .find(|l| l.contains("Activate 20991231000000 is in the future"))
+        .unwrap_or_else(|| panic!("no warning: {err}"));
+    assert!(
+        line.starts_with(&format!("{}:{DNSSEC_LINE}: warning: ", cfg.display())),
+        "{line}"
+    );
+    assert!(line.contains("list it under publish"), "{line}");
+    // The same key under publish: a future Activate says nothing, a future
+    // Publish warns that it is published from now.
+    let cfg = config(&dir, &format!("keys = [\"{ksk}\"], publish = [\"{zsk}\"]"));
+    let (code, _, err) = check(&cfg);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("is in the future"), "{err}");
+    let text = std::fs::read_to_string(&private).unwrap();
+    let text = text.replace("Activate: 20991231000000", "Publish: 20991231000000");
+    let text: String = text
+        .lines()
+        .filter(|l| !l.starts_with("Publish:") || l.ends_with("20991231000000"))
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n";
+    std::fs::write(&private, text).unwrap();
+    let (code, _, err) = check(&cfg);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("Publish 20991231000000 is in the future, but the key is published from now"),
+        "{err}"
+    );
+}

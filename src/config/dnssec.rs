@@ -119,6 +119,24 @@ pub fn check(
             let m = format!("warning: zone {origin}: dnssec key {:?}: {w}", k.get_ref());
             warnings.push(src.err(k.span(), m).to_string());
         }
+        // Rollovers go by the keys/publish lists and reloads, not by the
+        // files' times: say so when the times mean something else.
+        let later = |t: Option<i64>| t.filter(|&t| t > now).map(keys::format_timestamp);
+        let scheduled = match (later(timing.activate), later(timing.publish)) {
+            (Some(t), _) if !publish_only => Some(format!(
+                "Activate {t} is in the future, but a key under keys signs from now \
+                 (meridian does not schedule by the key's times); list it under publish until then"
+            )),
+            (_, Some(t)) => Some(format!(
+                "Publish {t} is in the future, but the key is published from now \
+                 (meridian does not schedule by the key's times)"
+            )),
+            _ => None,
+        };
+        if let Some(w) = scheduled {
+            let m = format!("warning: zone {origin}: dnssec key {:?}: {w}", k.get_ref());
+            warnings.push(src.err(k.span(), m).to_string());
+        }
         if publish_only {
             publish.push(key);
         } else {
