@@ -301,7 +301,14 @@ fn resign_1000_pool_names(b: divan::Bencher) {
     let empty = DynSigs::default();
     b.bench_local(|| {
         let d = e
-            .sign_dynamic(zi, &keys, &empty, s.cfg.max_subsets, unix_now())
+            .sign_dynamic(
+                zi,
+                &keys,
+                &empty,
+                s.cfg.max_subsets,
+                e.member_state(),
+                unix_now(),
+            )
             .unwrap();
         assert!(d.made >= 1000);
         divan::black_box(d)

@@ -187,8 +187,32 @@ fn audit(req: &Request<Incoming>, token: Option<&crate::config::Token>, r: &Repl
     );
 }
 
+/// An error reply: `{"error": msg}`.
+fn error(status: StatusCode, msg: String) -> Reply {
+    json(status, &serde_json::json!({ "error": msg }))
+}
+
 fn forbidden(why: String) -> Reply {
-    json(StatusCode::FORBIDDEN, &serde_json::json!({ "error": why }))
+    error(StatusCode::FORBIDDEN, why)
+}
+
+/// Fleet mode: a write that `covered` accepts goes to etcd through `put`
+/// (then applies here) and replies `done(covered)`; 404 for a write that
+/// covers nothing, 503 and no change if etcd does not take it.
+#[cfg(feature = "fleet")]
+async fn fleet_write(
+    covered: Result<usize, String>,
+    put: impl std::future::Future<Output = Result<(), String>>,
+    done: impl FnOnce(usize) -> Reply,
+) -> Reply {
+    let n = match covered {
+        Ok(n) => n,
+        Err(e) => return error(StatusCode::NOT_FOUND, e),
+    };
+    match put.await {
+        Ok(()) => done(n),
+        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e),
+    }
 }
 
 async fn route(
@@ -245,12 +269,11 @@ async fn route(
             // The overrides before any entry lock (lock order: runner, entry).
             let ovr = shared.overrides.snapshot();
             let wts = shared.weights.snapshot();
-            #[allow(unused_mut)]
-            let mut body = status::status_json(&shared.server.engine.load(), &ovr, &wts);
             #[cfg(feature = "fleet")]
-            if let Some(f) = &shared.fleet {
-                body = status::with_fleet(&body, f.status());
-            }
+            let fleet = shared.fleet.as_ref().map(|f| f.status());
+            #[cfg(not(feature = "fleet"))]
+            let fleet = None;
+            let body = status::status_json(&shared.server.engine.load(), &ovr, &wts, fleet);
             reply(StatusCode::OK, "application/json", body)
         }
         "/metrics" | "/status" => method_not_allowed("GET"),

@@ -8,7 +8,7 @@ use std::net::{IpAddr, SocketAddr};
 use hyper::{Method, StatusCode};
 use serde::Serialize;
 
-use super::{json, Admin, Reply};
+use super::{error, json, Admin, Reply};
 
 /// The answer to a successful set or clear.
 #[derive(Serialize)]
@@ -19,16 +19,6 @@ struct OverrideSet {
     state: &'static str,
     /// Entries (distinct address, port, check) the override covers now.
     entries: usize,
-}
-
-/// The body of every error answer from this route.
-#[derive(Serialize)]
-struct ApiError {
-    error: String,
-}
-
-fn error(status: StatusCode, msg: String) -> Reply {
-    json(status, &ApiError { error: msg })
 }
 
 /// The reply to a set or clear that took effect.
@@ -72,14 +62,12 @@ pub(crate) async fn route_fleet(
         Err(r) => return r,
     };
     let engine = shared.server.engine.load();
-    let entries = match crate::health::overrides::covered(&engine.checks, addr, port, state) {
-        Ok(n) => n,
-        Err(e) => return error(StatusCode::NOT_FOUND, e),
-    };
-    match fleet.put_override(addr, port, state, by).await {
-        Ok(()) => done(addr, port, state, entries),
-        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e),
-    }
+    super::fleet_write(
+        crate::health::overrides::covered(&engine.checks, addr, port, state),
+        fleet.put_override(addr, port, state, by),
+        |n| done(addr, port, state, n),
+    )
+    .await
 }
 
 /// The target, port and state of a write, or the error reply (a whole

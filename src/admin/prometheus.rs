@@ -552,7 +552,7 @@ fn dnssec(enc: &mut DescriptorEncoder<'_>, e: &Engine) -> fmt::Result {
         MetricType::Gauge,
     )?;
     for (z, st, dy) in &tables {
-        for (kind, n) in [("static", st.count), ("pool", dy.count)] {
+        for (kind, n) in [("static", st.count), ("pool", dy.count())] {
             f.encode_family(&[("zone", *z), ("kind", kind)])?
                 .encode_gauge(&(n as i64))?;
         }

@@ -18,6 +18,10 @@ struct Status<'a> {
     pools: Vec<PoolStatus<'a>>,
     overrides: Vec<OverrideStatus>,
     weights: Vec<WeightStatus>,
+    /// Fleet mode: this node, whether it follows etcd, and who set each
+    /// shared override and weight, where and when.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fleet: Option<serde_json::Value>,
 }
 
 /// One runtime weight in force.
@@ -142,7 +146,12 @@ fn round3(x: f64) -> f64 {
 }
 
 /// The `/status` document.
-pub(crate) fn status_json(e: &Engine, ovr: &OverrideMap, wts: &WeightMap) -> String {
+pub(crate) fn status_json(
+    e: &Engine,
+    ovr: &OverrideMap,
+    wts: &WeightMap,
+    fleet: Option<serde_json::Value>,
+) -> String {
     // The caller took the overrides before any entry lock (lock order:
     // runner, entry).
     let t = &e.health;
@@ -245,24 +254,11 @@ pub(crate) fn status_json(e: &Engine, ovr: &OverrideMap, wts: &WeightMap) -> Str
         pools,
         overrides,
         weights,
+        fleet,
     };
     let mut s = serde_json::to_string_pretty(&doc).unwrap_or_default();
     s.push('\n');
     s
-}
-
-/// `/status` with the fleet section (fleet mode): this node, whether it
-/// follows etcd, and who set each shared override and weight, where and
-/// when.
-#[cfg(feature = "fleet")]
-pub(crate) fn with_fleet(body: &str, fleet: serde_json::Value) -> String {
-    match serde_json::from_str::<serde_json::Value>(body) {
-        Ok(serde_json::Value::Object(mut m)) => {
-            m.insert("fleet".into(), fleet);
-            serde_json::Value::Object(m).to_string()
-        }
-        _ => body.to_string(),
-    }
 }
 
 #[cfg(test)]

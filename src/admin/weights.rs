@@ -10,7 +10,7 @@ use hyper::{Method, StatusCode};
 use serde::Serialize;
 
 use super::overrides::parse_target;
-use super::{json, Admin, Reply};
+use super::{error, json, Admin, Reply};
 use crate::engine::{parse_weight, MAX_RUNTIME_WEIGHT};
 
 /// The answer to a successful set or clear.
@@ -37,10 +37,6 @@ fn done(address: IpAddr, port: Option<u16>, weight: Option<f64>, members: usize)
     )
 }
 
-fn error(status: StatusCode, msg: String) -> Reply {
-    json(status, &serde_json::json!({ "error": msg }))
-}
-
 /// Handle `/weight/{target}?{query}`; `target` and `query` as sent.
 pub(crate) fn route(shared: &Admin, method: &Method, target: &str, query: &str) -> Reply {
     match parse(method, target, query) {
@@ -65,14 +61,12 @@ pub(crate) async fn route_fleet(
         Err(r) => return r,
     };
     let engine = shared.server.engine.load();
-    let members = match crate::engine::weights::covered(&engine, addr, port, weight) {
-        Ok(n) => n,
-        Err(e) => return error(StatusCode::NOT_FOUND, e),
-    };
-    match fleet.put_weight(addr, port, weight, by).await {
-        Ok(()) => done(addr, port, weight, members),
-        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e),
-    }
+    super::fleet_write(
+        crate::engine::weights::covered(&engine, addr, port, weight),
+        fleet.put_weight(addr, port, weight, by),
+        |n| done(addr, port, weight, n),
+    )
+    .await
 }
 
 /// The target, port and weight (None: cleared) of a write, or the error

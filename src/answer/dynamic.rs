@@ -193,7 +193,7 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
         let members = e.pools[pool_idx].family(v6);
         let ttl_n = ttl;
         let ttl = ttl.to_be_bytes();
-        let (mark, an) = (w.len, w.an);
+        let mark = w.mark();
         put_members(w, members, &out[..n], owner, ttl);
         if let (true, Some(s)) = (S, self.signer) {
             // The RRSIGs of exactly this set of members; until a new set
@@ -209,8 +209,7 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
                 Some(list) => put_sigs(w, owner, Section::Answer, ttl_n, list),
                 None => {
                     if let Some((set, list)) = sigs.fallback(node.id(), pool_idx as u32, v6) {
-                        w.truncate(mark);
-                        w.an = an;
+                        w.rewind(mark);
                         put_members(w, members, set, owner, ttl);
                         put_sigs(w, owner, Section::Answer, ttl_n, list);
                     }
@@ -233,7 +232,7 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
         qtype: u16,
         none_up: bool,
     ) {
-        if !self.signing() {
+        if !S {
             return;
         }
         let extra = if none_up { [0, 0] } else { self.families(node) };

@@ -193,7 +193,7 @@ pub(super) struct Ctx<'e, 's, const S: bool> {
     pub(super) scope: Scope,
     pub(super) pool: Option<(u32, u32)>,
     /// The query name (lower-cased wire), to stop a CNAME loop back to it.
-    qname: &'e [u8],
+    pub(super) qname: &'e [u8],
     /// CNAME targets already looked up in this answer (loop protection).
     chain: [&'e [u8]; MAX_CHAIN],
     /// Octets the message may fill (the OPT's room kept): optional
@@ -207,14 +207,6 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
     /// The TTL of negative answers (RFC 2308 §5, RFC 9077).
     pub(super) fn zone_negative_ttl(&self) -> u32 {
         self.zone.negative_ttl
-    }
-
-    /// The wire name `owner` stands for.
-    pub(super) fn owner_wire(&self, owner: Owner<'e>) -> &'e [u8] {
-        match owner {
-            Owner::Qname => self.qname,
-            Owner::Name(n) => n,
-        }
     }
 
     /// Look `name` up in the zone; `apex_at` is the label index of the apex.
@@ -342,19 +334,14 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
             return [0, 0];
         };
         let binding = &self.engine.bindings[b as usize];
-        let pools = &self.engine.pools;
-        [
-            if binding.has_family(pools, false) {
-                TYPE_A
+        let has = |v6, t| {
+            if binding.has_family(&self.engine.pools, v6) {
+                t
             } else {
                 0
-            },
-            if binding.has_family(pools, true) {
-                TYPE_AAAA
-            } else {
-                0
-            },
-        ]
+            }
+        };
+        [has(false, TYPE_A), has(true, TYPE_AAAA)]
     }
 
     /// ANY: one RRset (RFC 8482 §4.1), the smallest on the wire (ties: the
@@ -415,16 +402,12 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
             return LookupRc::NoError;
         }
         let apex_at = tn.nlabels - self.zone.origin_labels;
-        let (mark, overflow) = (w.len, w.overflow);
-        let (ns, ar) = (w.ns, w.ar);
+        let mark = w.mark();
         match self.lookup(w, &tn, apex_at, Owner::Name(target), qtype, depth + 1) {
             // A referral inside a chain: the resolver chases the target
             // itself. Take the referral's records out of the message too.
             LookupRc::Referral => {
-                w.truncate(mark);
-                w.overflow = overflow;
-                w.ns = ns;
-                w.ar = ar;
+                w.rewind(mark);
                 LookupRc::NoError
             }
             rc => rc,
@@ -487,21 +470,18 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
             let Some((i, set)) = node.rrset_indexed(t) else {
                 continue;
             };
-            let (mark, ar) = (w.len, w.ar);
+            let mark = w.mark();
             w.put_rrset(Section::Additional, target, set, set.ttl);
             if !required && (w.overflow || w.len > self.room) {
-                w.truncate(mark);
-                w.ar = ar;
+                w.rewind(mark);
                 return;
             }
-            // Glue has no RRSIGs; a required RRset already past the
-            // buffer keeps its overflow (TC).
-            if S && !w.overflow {
-                let (mark, ar) = (w.len, w.ar);
+            // Required ones are glue, which has no RRSIGs.
+            if S && !required {
+                let mark = w.mark();
                 self.sign_static(w, Owner::Name(target), Section::Additional, i, set.ttl);
-                if w.len != mark && (w.overflow || w.len > self.room) {
-                    w.truncate(mark);
-                    w.ar = ar;
+                if w.overflow || w.len > self.room {
+                    w.rewind(mark);
                     return;
                 }
             }

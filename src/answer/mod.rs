@@ -173,7 +173,7 @@ impl Engine {
         w.len = 12;
         w.put(&req[12..q.question_end]);
         w.add_name_targets(12);
-        let qend = w.len;
+        let question = w.mark();
 
         // Classes other than IN, and zone transfers: not served here. QCLASS
         // ANY (RFC 1035 §3.2.5) matches IN, the only class of our zones; the
@@ -205,10 +205,7 @@ impl Engine {
         let mut tc = false;
         if w.overflow || w.len + opt_octets > limit {
             // RFC 2181 §9: drop whole sections rather than send a partial RRset.
-            w.truncate(qend);
-            w.an = 0;
-            w.ns = 0;
-            w.ar = 0;
+            w.rewind(question);
             tc = true;
             outcome.truncated = true;
         }
@@ -366,7 +363,15 @@ impl Engine {
     }
 }
 
-impl Owner<'_> {
+impl<'a> Owner<'a> {
+    /// The wire name this stands for, given the query name.
+    fn wire(self, qname: &'a [u8]) -> &'a [u8] {
+        match self {
+            Owner::Qname => qname,
+            Owner::Name(n) => n,
+        }
+    }
+
     /// Write the owner of a record: a pointer to the question, or the name.
     fn put(self, w: &mut Writer) {
         match self {

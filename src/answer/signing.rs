@@ -126,12 +126,6 @@ fn predecessor(name: &[u8], out: &mut [u8; MAX_NAME + 64]) -> Option<usize> {
 }
 
 impl<'e, const S: bool> Ctx<'e, '_, S> {
-    /// Signing applies to this answer (DO=1 and a signed zone).
-    #[inline]
-    pub(super) fn signing(&self) -> bool {
-        S
-    }
-
     /// The RRSIGs of static RRset `set` after it, if signing.
     #[inline]
     pub(super) fn sign_static(&self, w: &mut Writer, owner: Owner, s: Section, set: u32, ttl: u32) {
@@ -145,10 +139,10 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
 
     /// The NSEC at `owner` (RDATA in the cache's buffer) with its RRSIGs,
     /// in the authority section, at the negative TTL.
-    fn put_nsec(&mut self, w: &mut Writer, owner: Owner<'e>) {
+    fn put_nsec(&mut self, w: &mut Writer, owner: Owner<'_>) {
         let Some(s) = self.signer else { return };
         let ttl = self.zone_negative_ttl();
-        let Some(at) = self.dc.sigs(s, self.owner_wire(owner), ttl) else {
+        let Some(at) = self.dc.sigs(s, owner.wire(self.qname), ttl) else {
             return;
         };
         let dc = &*self.dc;
@@ -160,7 +154,7 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
     /// The compact NSEC for a denial of `owner`, after the SOA the caller
     /// wrote.
     pub(super) fn deny(&mut self, w: &mut Writer, owner: Owner<'e>, what: Deny<'_>, qtype: u16) {
-        if !self.signing() {
+        if !S {
             return;
         }
         let mut types = [0u16; 64];
@@ -188,7 +182,7 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
                 }
             }
         }
-        compact_nsec(self.owner_wire(owner), &types[..n], &mut self.dc.rdata);
+        compact_nsec(owner.wire(self.qname), &types[..n], &mut self.dc.rdata);
         self.put_nsec(w, owner);
     }
 
@@ -197,7 +191,7 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
     /// after it (`nc` with a 0x00 octet on its first label), which covers
     /// every name under `nc` too.
     pub(super) fn wildcard_proof(&mut self, w: &mut Writer, nc: &[u8]) {
-        if !self.signing() {
+        if !S {
             return;
         }
         let mut pred = [0u8; MAX_NAME + 64];
@@ -215,29 +209,13 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
         rd.push(0);
         rd.extend_from_slice(&nc[1 + len..]);
         put_type_bitmap(&[TYPE_RRSIG, TYPE_NSEC], rd);
-        // The owner lives in this frame: sign and write it here.
-        let Some(s) = self.signer else { return };
-        let owner = &pred[..plen];
-        let ttl = self.zone_negative_ttl();
-        let Some(at) = self.dc.sigs(s, owner, ttl) else {
-            return;
-        };
-        let dc = &*self.dc;
-        w.put_name(owner);
-        w.put_raw_rr_body(Section::Authority, TYPE_NSEC, ttl, &dc.rdata);
-        put_sigs(
-            w,
-            Owner::Name(owner),
-            Section::Authority,
-            ttl,
-            Sigs(&dc.slots[at].sigs),
-        );
+        self.put_nsec(w, Owner::Name(&pred[..plen]));
     }
 
     /// A referral's DNSSEC part (RFC 4035 §3.1.4.1): the cut's DS RRset
     /// with its RRSIGs, or the NSEC proving it has none.
     pub(super) fn referral_proof(&mut self, w: &mut Writer, cut: Node<'e>) {
-        if !self.signing() {
+        if !S {
             return;
         }
         if let Some((i, ds)) = cut.rrset_indexed(TYPE_DS) {

@@ -32,9 +32,9 @@ pub fn summary(e: &Engine) -> String {
                         .map(|k| format!("published {} alg {}", k.tag, k.dnskey.algorithm)),
                 )
                 .collect();
-            let (st, dy) = e
-                .signer(i)
-                .map_or((0, 0), |s| (s.statics.load().count, s.dynamic.load().count));
+            let (st, dy) = e.signer(i).map_or((0, 0), |s| {
+                (s.statics.load().count, s.dynamic.load().count())
+            });
             s.push_str(&format!(
                 "zone {}: dnssec keys [{}], signature validity {}, refresh {}, compact denial; signed {st} static and {dy} pool RRsets\n",
                 z.origin_text,

@@ -40,19 +40,25 @@ pub struct ZoneDnssec {
 pub const MAX_SUBSETS: u64 = 4096;
 
 impl ZoneDnssec {
-    /// The keys whose DS goes to the parent: every KSK or CSK (flags 257),
-    /// or every key when the zone has none.
-    pub fn entry_keys(&self) -> Vec<&KeyPair> {
-        let ksk: Vec<&KeyPair> = self
-            .keys
-            .iter()
-            .map(|k| &**k)
-            .filter(|k| k.is_ksk())
-            .collect();
+    /// The keys whose DS goes to the parent, and which sign the key RRsets:
+    /// every KSK or CSK (flags 257), or every key when the zone has none.
+    pub fn entry_keys(&self) -> Vec<&Arc<KeyPair>> {
+        let ksk: Vec<&Arc<KeyPair>> = self.keys.iter().filter(|k| k.is_ksk()).collect();
         if ksk.is_empty() {
-            self.keys.iter().map(|k| &**k).collect()
+            self.keys.iter().collect()
         } else {
             ksk
+        }
+    }
+
+    /// The keys that sign everything else (RFC 6781 §3.1): the ZSKs, or
+    /// the entry keys when there are none (a CSK).
+    pub fn zone_keys(&self) -> Vec<&Arc<KeyPair>> {
+        let zsk: Vec<&Arc<KeyPair>> = self.keys.iter().filter(|k| !k.is_ksk()).collect();
+        if zsk.is_empty() {
+            self.entry_keys()
+        } else {
+            zsk
         }
     }
 }
@@ -115,10 +121,6 @@ pub fn check(
                 dup.key_file.display()
             )));
         }
-        for w in key_warnings {
-            let m = format!("warning: zone {origin}: dnssec key {:?}: {w}", k.get_ref());
-            warnings.push(src.err(k.span(), m).to_string());
-        }
         // Rollovers go by the keys/publish lists and reloads, not by the
         // files' times: say so when the times mean something else.
         let later = |t: Option<i64>| t.filter(|&t| t > now).map(keys::format_timestamp);
@@ -133,7 +135,7 @@ pub fn check(
             )),
             _ => None,
         };
-        if let Some(w) = scheduled {
+        for w in key_warnings.into_iter().chain(scheduled) {
             let m = format!("warning: zone {origin}: dnssec key {:?}: {w}", k.get_ref());
             warnings.push(src.err(k.span(), m).to_string());
         }

@@ -102,15 +102,8 @@ impl<'a> Keys<'a> {
     /// sign the key RRsets, ZSKs the rest; a zone with only one kind uses
     /// it for both (a CSK).
     pub fn of(apex: &'a [u8], cfg: &'a ZoneDnssec) -> Keys<'a> {
-        // The entry keys (the KSKs, or every key) sign the key sets.
-        let ksk = cfg.entry_keys();
-        let zsk: Vec<&KeyPair> = cfg
-            .keys
-            .iter()
-            .map(|k| &**k)
-            .filter(|k| !k.is_ksk())
-            .collect();
-        let zsk = if zsk.is_empty() { ksk.clone() } else { zsk };
+        let refs = |v: Vec<&'a Arc<KeyPair>>| v.into_iter().map(|k| &**k).collect();
+        let (ksk, zsk) = (refs(cfg.entry_keys()), refs(cfg.zone_keys()));
         let (validity, refresh) = (cfg.validity.as_secs(), cfg.refresh.as_secs());
         Keys {
             apex,
@@ -148,14 +141,36 @@ impl<'a> Keys<'a> {
         } else {
             &self.zsk
         };
-        for k in keys {
-            push_sig(
-                out,
-                &sign::rrsig(k, self.apex, owner, rtype, ttl, records, v)?,
-            );
-        }
-        Ok(())
+        sign_with(
+            keys.iter().copied(),
+            self.apex,
+            owner,
+            rtype,
+            ttl,
+            records,
+            v,
+            out,
+        )
     }
+}
+
+/// Appends to `out` one RRSIG of the RRset per key of `keys`, signed as
+/// zone `apex`, each behind its length.
+#[allow(clippy::too_many_arguments)]
+fn sign_with<'k>(
+    keys: impl Iterator<Item = &'k KeyPair>,
+    apex: &[u8],
+    owner: &[u8],
+    rtype: u16,
+    ttl: u32,
+    records: &[&[u8]],
+    v: Validity,
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
+    for k in keys {
+        push_sig(out, &sign::rrsig(k, apex, owner, rtype, ttl, records, v)?);
+    }
+    Ok(())
 }
 
 /// The apex RRsets a signed zone adds (RFC 4034 §2, RFC 7344 §3): every
@@ -361,8 +376,6 @@ pub struct DynSigs {
     pub state: u64,
     /// Unix seconds at which to sign again.
     pub refresh_at: u64,
-    /// Sets signed in all.
-    pub count: usize,
     /// Signatures made by the last refresh (the others were kept).
     pub made: usize,
     /// The earliest expiration of these signatures (Unix seconds).
@@ -372,6 +385,11 @@ pub struct DynSigs {
 }
 
 impl DynSigs {
+    /// Sets signed in all.
+    pub fn count(&self) -> usize {
+        self.map.len()
+    }
+
     /// The RRSIGs of one set.
     #[inline]
     pub fn get(&self, k: &DynKey) -> Option<Sigs<'_>> {
@@ -503,8 +521,11 @@ fn candidate_sets(e: &Engine, b: &Binding, members: &[Member], limit: u64) -> Ve
                     }
                 }
                 if choose(n, k) <= limit {
+                    // Subsets are distinct: only the few sets above can
+                    // repeat one.
+                    let before = out.len();
                     subsets(n, k, &mut |s| {
-                        if !out.iter().any(|o| o == s) {
+                        if !out[..before].iter().any(|o| o == s) {
                             out.push(s.to_vec());
                         }
                     });
@@ -529,6 +550,7 @@ impl Engine {
     /// members' state ([`Engine::member_state`]) moved or signatures come
     /// due. Errors are logged; the last signed state keeps serving.
     pub fn refresh_signatures(&self, now: u64) {
+        let state = self.member_state();
         for (zi, s) in self.signers.iter().enumerate() {
             let Some(s) = s else { continue };
             let keys = Keys::of(&self.zones[zi].origin, &s.cfg);
@@ -552,11 +574,10 @@ impl Engine {
             // Balancing refreshes come with every probe's signals; the sets
             // only change with the members' filter decisions.
             let prev = s.dynamic.load();
-            let state = self.member_state();
             if prev.state == state && prev.refresh_at > now {
                 continue;
             }
-            match self.sign_dynamic(zi, &keys, &prev, s.cfg.max_subsets, now) {
+            match self.sign_dynamic(zi, &keys, &prev, s.cfg.max_subsets, state, now) {
                 Ok(d) => s.dynamic.store(Arc::new(d)),
                 Err(e) => tracing::error!(
                     "zone {}: signing pool answers failed, the last signed ones keep serving: {e}",
@@ -579,14 +600,16 @@ impl Engine {
         h.finish()
     }
 
-    /// The dynamic signatures of zone `zi` for the members' current state,
-    /// reusing `prev`'s where still fresh.
+    /// The dynamic signatures of zone `zi` for the members' current state
+    /// (`state`, [`Engine::member_state`]), reusing `prev`'s where still
+    /// fresh.
     pub fn sign_dynamic(
         &self,
         zi: usize,
         keys: &Keys<'_>,
         prev: &DynSigs,
         limit: u64,
+        state: u64,
         now: u64,
     ) -> Result<DynSigs, String> {
         let zone = &self.zones[zi];
@@ -652,8 +675,7 @@ impl Engine {
                 }
             }
         }
-        next.count = next.map.len();
-        next.state = self.member_state();
+        next.state = state;
         next.refresh_at = refresh_time(earliest, keys.refresh);
         next.earliest = earliest;
         next.ms = t0.elapsed().as_millis() as u64;
@@ -671,6 +693,8 @@ pub struct ZoneSigner {
     pub online: std::sync::atomic::AtomicU64,
     /// The checked `dnssec` table.
     pub cfg: Arc<ZoneDnssec>,
+    /// Its zone keys ([`ZoneDnssec::zone_keys`]): what signs online.
+    zsk: Box<[Arc<KeyPair>]>,
     /// Static RRsets' signatures.
     pub statics: ArcSwap<StaticSigs>,
     /// Pool and geo answers' signatures.
@@ -681,7 +705,7 @@ impl std::fmt::Debug for ZoneSigner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ZoneSigner")
             .field("static", &self.statics.load().count)
-            .field("dynamic", &self.dynamic.load().count)
+            .field("dynamic", &self.dynamic.load().count())
             .finish()
     }
 }
@@ -698,11 +722,11 @@ impl ZoneSigner {
         now: u64,
         out: &mut Vec<u8>,
     ) -> Result<Validity, String> {
-        let keys = Keys::of(&self.apex, &self.cfg);
         // Online signatures are short-lived: the cache keeps them for
         // `refresh`, a resolver for their TTL.
-        let v = Validity::starting(now, keys.validity);
-        keys.sign_into(owner, rtype, ttl, &[rdata], v, out)?;
+        let v = Validity::starting(now, self.cfg.validity.as_secs());
+        let keys = self.zsk.iter().map(|k| &**k);
+        sign_with(keys, &self.apex, owner, rtype, ttl, &[rdata], v, out)?;
         Ok(v)
     }
 }
@@ -826,6 +850,7 @@ pub fn build_signers(
             online: Default::default(),
             apex: origin.clone(),
             cfg: cfg.clone(),
+            zsk: cfg.zone_keys().into_iter().cloned().collect(),
             statics: ArcSwap::new(statics),
             dynamic: ArcSwap::new(Arc::new(DynSigs::default())),
         })));

@@ -234,40 +234,35 @@ impl Fleet {
         })
     }
 
-    /// Keys under `nodes/` and `health/`: the live nodes and the shared
-    /// results. True if `key` was one of them.
-    fn observe(&self, key: &str, value: Option<&[u8]>) -> bool {
-        let Some(rest) = key.strip_prefix(&self.settings.prefix) else {
-            return false;
-        };
+    /// A node's registration (`nodes/{node}`) appeared or went.
+    fn observe_node(&self, node: &str, present: bool) {
         let mut sc = self.checks.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(node) = rest.strip_prefix("nodes/") {
-            match value {
-                Some(_) => sc.live.insert(node.to_string()),
-                None => sc.live.remove(node),
-            };
-            return true;
+        if present {
+            sc.live.insert(node.to_string());
+        } else {
+            sc.live.remove(node);
         }
-        if let Some(r) = rest.strip_prefix("health/") {
-            let Some((entry, node)) = r.rsplit_once('/') else {
-                return true;
-            };
-            match value.and_then(|v| serde_json::from_slice::<Shared>(v).ok()) {
-                Some(s) => {
-                    sc.results
-                        .entry(entry.to_string())
-                        .or_default()
-                        .insert(node.to_string(), (s.up, s.at_ms));
-                }
-                None => {
+    }
+
+    /// A shared result (`health/{entry}/{node}`, after `health/`) was
+    /// written or went.
+    fn observe_result(&self, key: &str, value: Option<&[u8]>) {
+        let mut sc = self.checks.lock().unwrap_or_else(|e| e.into_inner());
+        match value.and_then(|v| shared_result(key, v)) {
+            Some((entry, node, s)) => {
+                sc.results
+                    .entry(entry.to_string())
+                    .or_default()
+                    .insert(node.to_string(), (s.up, s.at_ms));
+            }
+            None => {
+                if let Some((entry, node)) = key.rsplit_once('/') {
                     if let Some(m) = sc.results.get_mut(entry) {
                         m.remove(node);
                     }
                 }
             }
-            return true;
         }
-        false
     }
 
     /// Divided health checks, once a second while following etcd: which
@@ -398,8 +393,8 @@ impl Fleet {
         }
     }
 
-    fn parse_key(&self, key: &str) -> Option<Target> {
-        let rest = key.strip_prefix(&self.settings.prefix)?;
+    /// The override or weight a key (after the prefix) is about.
+    fn parse_key(rest: &str) -> Option<Target> {
         let (kind, t) = if let Some(t) = rest.strip_prefix(Kind::Override.dir()) {
             (Kind::Override, t)
         } else {
@@ -565,14 +560,15 @@ impl Fleet {
             }
             return Taken::Config;
         }
-        if self.observe(k, value) {
-            return if rest.starts_with("nodes/") && !put {
-                Taken::NodeGone
-            } else {
-                Taken::Other
-            };
+        if let Some(node) = rest.strip_prefix("nodes/") {
+            self.observe_node(node, put);
+            return if put { Taken::Other } else { Taken::NodeGone };
         }
-        let Some(t) = self.parse_key(k) else {
+        if let Some(r) = rest.strip_prefix("health/") {
+            self.observe_result(r, value);
+            return Taken::Other;
+        }
+        let Some(t) = Fleet::parse_key(rest) else {
             return Taken::Other;
         };
         match value.map(serde_json::from_slice::<Entry>) {
@@ -838,10 +834,15 @@ pub async fn connect(s: &FleetSettings) -> Result<Client, String> {
         .map_err(|e| format!("etcd {}: {e}", live.join(",")))
 }
 
+/// A shared result's key (after `health/`: `{entry}/{node}`) and value.
+fn shared_result<'k>(key: &'k str, value: &[u8]) -> Option<(&'k str, &'k str, Shared)> {
+    let (entry, node) = key.rsplit_once('/')?;
+    Some((entry, node, serde_json::from_slice(value).ok()?))
+}
+
 /// The registered nodes of the fleet `settings` names (for `meridian fleet
 /// status`), by name.
-pub async fn nodes(settings: &FleetSettings) -> Result<Vec<NodeInfo>, String> {
-    let mut c = connect(settings).await?;
+async fn nodes(c: &mut Client, settings: &FleetSettings) -> Result<Vec<NodeInfo>, String> {
     let r = c
         .get(
             format!("{}nodes/", settings.prefix),
@@ -860,10 +861,10 @@ pub async fn nodes(settings: &FleetSettings) -> Result<Vec<NodeInfo>, String> {
 
 /// The check results the fleet's checkers share, by entry (address#port#
 /// check): each reporting node, its last result and when (Unix ms).
-pub async fn shared_results(
+async fn shared_results(
+    c: &mut Client,
     settings: &FleetSettings,
 ) -> Result<BTreeMap<String, Vec<(String, bool, u64)>>, String> {
-    let mut c = connect(settings).await?;
     let prefix = format!("{}health/", settings.prefix);
     let r = c
         .get(prefix.as_str(), Some(GetOptions::new().with_prefix()))
@@ -874,13 +875,10 @@ pub async fn shared_results(
         let Ok(key) = std::str::from_utf8(kv.key()) else {
             continue;
         };
-        let Some((entry, node)) = key
+        let Some((entry, node, sh)) = key
             .strip_prefix(prefix.as_str())
-            .and_then(|k| k.rsplit_once('/'))
+            .and_then(|k| shared_result(k, kv.value()))
         else {
-            continue;
-        };
-        let Ok(sh) = serde_json::from_slice::<Shared>(kv.value()) else {
             continue;
         };
         out.entry(entry.to_string())
@@ -909,7 +907,8 @@ pub fn settings_of(path: &std::path::Path) -> Result<FleetSettings, String> {
 /// as a table; then each checked member's shared results (who reported
 /// what, how long ago).
 pub async fn status_table(settings: &FleetSettings) -> Result<String, String> {
-    let nodes = nodes(settings).await?;
+    let mut c = connect(settings).await?;
+    let nodes = nodes(&mut c, settings).await?;
     let now = now_ms();
     let mut out = format!(
         "{:<16} {:>10} {:>9} {:>12} {:>8} {:>6}  {}\n",
@@ -930,7 +929,7 @@ pub async fn status_table(settings: &FleetSettings) -> Result<String, String> {
     );
     // What the checkers report, member by member: the results every other
     // node takes its majority from.
-    let shared = shared_results(settings).await?;
+    let shared = shared_results(&mut c, settings).await?;
     if !shared.is_empty() {
         out += &format!("\n{:<40} {:>4} {:>4}  RESULTS\n", "MEMBER", "UP", "DOWN");
         for (entry, rs) in &shared {

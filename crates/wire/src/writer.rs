@@ -25,6 +25,17 @@ pub struct Writer<'b> {
     pub ar: u16,
 }
 
+/// A point in a message to roll back to: its length, section counts and
+/// overflow flag ([`Writer::mark`], [`Writer::rewind`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Mark {
+    len: usize,
+    overflow: bool,
+    an: u16,
+    ns: u16,
+    ar: u16,
+}
+
 /// A section of a response, to count records in.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Section {
@@ -228,8 +239,30 @@ impl<'b> Writer<'b> {
         }
     }
 
+    /// Where the message is now, to [`rewind`](Writer::rewind) to.
+    #[inline]
+    pub fn mark(&self) -> Mark {
+        Mark {
+            len: self.len,
+            overflow: self.overflow,
+            an: self.an,
+            ns: self.ns,
+            ar: self.ar,
+        }
+    }
+
+    /// Take back everything written since `m`: the octets, the records
+    /// counted, compression targets past it, and any overflow since.
+    pub fn rewind(&mut self, m: Mark) {
+        self.truncate(m.len);
+        self.overflow = m.overflow;
+        self.an = m.an;
+        self.ns = m.ns;
+        self.ar = m.ar;
+    }
+
     /// Forget compression targets past `len` (after a rollback).
-    pub fn truncate(&mut self, len: usize) {
+    fn truncate(&mut self, len: usize) {
         self.len = len;
         self.overflow = false;
         let mut k = 0;
