@@ -407,12 +407,5 @@ fn dnsviz_finds_no_error_in_meridian() {
         "nope.example.test",
     ];
     let v = dnsviz(&anchor, &files, &cmd, &names);
-    assert!(
-        v.clean(),
-        "DNSViz: errors {:#?}\nbogus {:#?}\nsecure {}\nlog:\n{}",
-        v.errors,
-        v.bogus,
-        v.secure,
-        v.log
-    );
+    assert!(v.clean(), "{}", v.report());
 }

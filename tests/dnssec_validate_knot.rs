@@ -312,14 +312,7 @@ fn dnsviz_finds_no_error_in_knot_and_bogus_with_a_wrong_anchor() {
         "nope.example.test",
     ];
     let v = dnsviz(&anchor, &files, &cmd, &names);
-    assert!(
-        v.clean(),
-        "DNSViz: errors {:#?}\nbogus {:#?}\nsecure {}\nlog:\n{}",
-        v.errors,
-        v.bogus,
-        v.secure,
-        v.log
-    );
+    assert!(v.clean(), "{}", v.report());
     let forged = forged_anchor(&zone.dir.0);
     let ffiles = AnchorFiles::new(&forged);
     let v = dnsviz(&forged, &ffiles, &cmd, &names);

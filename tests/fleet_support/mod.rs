@@ -397,6 +397,19 @@ pub(crate) fn connected(n: &Node) -> Option<bool> {
     v["fleet"]["connected"].as_bool()
 }
 
+/// An override posted on `a` is served by `b` within 1 s, while `x`, kept
+/// out of etcd (bad credentials), stays out and answers from its own
+/// config.
+pub(crate) fn shared_but_not_with(a: &Node, b: &Node, x: &Node) {
+    let (code, body) =
+        crate::health_support::http(a.api, "POST", "/override/127.0.0.81?state=down");
+    assert_eq!(code, 200, "{body}");
+    assert!(within(Duration::from_secs(1), || b.web() == ["127.0.0.82"]).is_some());
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(connected(x), Some(false));
+    assert_eq!(x.web(), ["127.0.0.81", "127.0.0.82"]);
+}
+
 /// A TCP backend on 127.0.0.91 that counts the connections (probes) it
 /// accepts; port 0 picks one.
 pub(crate) struct Backend {

@@ -436,6 +436,15 @@ impl DnsViz {
     pub(crate) fn clean(&self) -> bool {
         self.errors.is_empty() && self.bogus.is_empty() && self.secure > 0
     }
+
+    /// What a failed assertion shows: errors, bogus statuses, the SECURE
+    /// count and the log.
+    pub(crate) fn report(&self) -> String {
+        format!(
+            "DNSViz: errors {:#?}\nbogus {:#?}\nsecure {}\nlog:\n{}",
+            self.errors, self.bogus, self.secure, self.log
+        )
+    }
 }
 
 /// Probe `names` of `anchor`'s zone with DNSViz (`dnsviz probe -A`, the
