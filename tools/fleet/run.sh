@@ -22,7 +22,7 @@ if [ -z "$meridian" ]; then
 fi
 if [ -z "$meridian" ] || ! "$meridian" fleet --help >/dev/null 2>&1; then
   echo "run.sh: no meridian built with fleet support; build one with" >&2
-  echo "  cargo build --release --features fleet    (needs protoc: apt-get install protobuf-compiler libprotobuf-dev)" >&2
+  echo "  cargo build --release --features fleet" >&2
   exit 2
 fi
 for t in etcd etcdctl dig curl; do
