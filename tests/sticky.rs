@@ -243,7 +243,11 @@ const SPECIAL: &[(&str, u8, &[&str])] = &[
     (
         "2001:db8:1::/56",
         32,
-        &["2001:db8::/56", "2001:db8:ffff:ff00::/56", "2001:db8:1::5/128"],
+        &[
+            "2001:db8::/56",
+            "2001:db8:ffff:ff00::/56",
+            "2001:db8:1::5/128",
+        ],
     ),
 ];
 
@@ -303,7 +307,11 @@ fn a_sticky_block_holding_special_space_is_scoped_around_it() {
     let some = "some.health.test.";
     let (m1, s1) = ask(&mut c, some, "192.0.1.0/24");
     assert_eq!(s1, Some(24), "192.0.1.0/24 lies between two special /24s");
-    for (ecs, want) in [("192.0.3.0/24", 24), ("192.0.8.0/24", 21), ("192.0.15.0/24", 21)] {
+    for (ecs, want) in [
+        ("192.0.3.0/24", 24),
+        ("192.0.8.0/24", 21),
+        ("192.0.15.0/24", 21),
+    ] {
         let (m, sc) = ask(&mut c, some, ecs);
         assert_eq!(m, m1, "{ecs}: same /20 block");
         assert_eq!(sc, Some(want), "{ecs}");
