@@ -6,7 +6,10 @@
 //!
 //! A sticky name through the same resolvers: every client must get exactly
 //! the member meridian picks for its block (the ECS /24 the resolver sends
-//! upstream), however the caches were filled.
+//! upstream), however the caches were filled; also when a client in
+//! special-purpose space (private, CGNAT, benchmarking, documentation) asks
+//! first, whose answer must be cached for its special block only, never for
+//! every client (issue #25).
 //!
 //! Fixture: tests/data/lab/balancing.toml. Backends are TCP listeners on
 //! 127.0.0.2 (the only live member of the primary pool) run by this test.
@@ -115,20 +118,18 @@ fn spillover_through_resolvers_gives_no_wrong_answer() {
     }
 }
 
-#[test]
-fn sticky_through_resolvers_gives_each_block_its_member() {
-    // No backend needed: the sticky pool is unchecked.
-    let (_dir, config) = fixture_config("lab-sticky", 9);
-    let m = Meridian::start(&config);
-    let name = "sticky.example.test.";
-    // Ground truth: meridian asked directly with the /24 a resolver sends.
+const STICKY: &str = "sticky.example.test.";
+
+/// 150 public client /24s, and the member meridian gives each when asked
+/// directly with the /24 a resolver sends (the ground truth).
+fn sticky_truth(m: &Meridian) -> (Vec<String>, Vec<String>) {
     let blocks: Vec<String> = (0..150u32)
         .map(|i| format!("{}.{}.{}.0/24", 20 + i % 60, (i * 37) % 256, (i * 91) % 256))
         .collect();
     let truth: Vec<String> = blocks
         .iter()
         .map(|b| {
-            let a = ask(m.addr(), name, RecordType::A, Some(b), false);
+            let a = ask(m.addr(), STICKY, RecordType::A, Some(b), false);
             assert_eq!(a.scope, Some(24), "{b}: {a:?}");
             a.addrs[0].clone()
         })
@@ -138,6 +139,16 @@ fn sticky_through_resolvers_gives_each_block_its_member() {
         distinct.len() >= 8,
         "blocks spread over the members: {distinct:?}"
     );
+    (blocks, truth)
+}
+
+#[test]
+fn sticky_through_resolvers_gives_each_block_its_member() {
+    // No backend needed: the sticky pool is unchecked.
+    let (_dir, config) = fixture_config("lab-sticky", 9);
+    let m = Meridian::start(&config);
+    let name = STICKY;
+    let (blocks, truth) = sticky_truth(&m);
     for kind in [Kind::Unbound, Kind::Recursor] {
         let r = Resolver::start(kind, m.addr(), &["example.test."]);
         let mut wrong = Vec::new();
@@ -160,4 +171,72 @@ fn sticky_through_resolvers_gives_each_block_its_member() {
         );
         assert!(wrong.is_empty(), "{}: {wrong:?}", r.name());
     }
+}
+
+/// Special-purpose client subnets (issue #25), the length of their special
+/// block, and another client inside that block.
+const SPECIAL: &[(&str, u8, &str)] = &[
+    ("100.100.1.0/24", 10, "100.65.7.0/24"),
+    ("192.168.1.0/24", 16, "192.168.77.0/24"),
+    ("198.18.0.0/24", 15, "198.19.3.0/24"),
+    ("fd00:1::/56", 7, "fd12:3456::/56"),
+    ("2001:db8:1::/56", 32, "2001:db8:ff::/56"),
+];
+
+#[test]
+fn sticky_special_purpose_client_first_does_not_poison_the_caches() {
+    let (_dir, config) = fixture_config("lab-sticky-special", 9);
+    let m = Meridian::start(&config);
+    let (blocks, truth) = sticky_truth(&m);
+    // Directly (from 127.0.0.1, the resolvers' source too): decided on the
+    // resolver's block, scoped to the whole special block, never /0.
+    let special: Vec<String> = SPECIAL
+        .iter()
+        .map(|&(ecs, len, _)| {
+            let a = ask(m.addr(), STICKY, RecordType::A, Some(ecs), false);
+            assert_eq!(a.scope, Some(len), "{ecs}: {a:?}");
+            assert_eq!(a.addrs.len(), 1, "{ecs}: {a:?}");
+            a.addrs[0].clone()
+        })
+        .collect();
+    let mut failed = Vec::new();
+    for kind in [Kind::Unbound, Kind::Recursor] {
+        // A cold cache filled by the special-purpose clients first, then
+        // every public block, all inside the name's 5 s TTL.
+        let r = Resolver::start(kind, m.addr(), &["example.test."]);
+        let t0 = std::time::Instant::now();
+        let mut wrong = Vec::new();
+        for (&(ecs, _, _), want) in SPECIAL.iter().zip(&special) {
+            let a = ask(r.addr, STICKY, RecordType::A, Some(ecs), true);
+            if a.addrs != [want.clone()] {
+                wrong.push(format!("{ecs}: {:?}, want {want}", a.addrs));
+            }
+        }
+        for (i, b) in blocks.iter().enumerate() {
+            let a = ask(r.addr, STICKY, RecordType::A, Some(b), true);
+            if a.addrs != [truth[i].clone()] {
+                wrong.push(format!("{b}: {:?}, want {}", a.addrs, truth[i]));
+            }
+        }
+        // Another client of each special block: the answer cached for it.
+        for (&(_, _, other), want) in SPECIAL.iter().zip(&special) {
+            let a = ask(r.addr, STICKY, RecordType::A, Some(other), true);
+            if a.addrs != [want.clone()] {
+                wrong.push(format!("{other}: {:?}, want {want}", a.addrs));
+            }
+        }
+        let took = t0.elapsed();
+        eprintln!(
+            "{}: special first, then {} public blocks: {} wrong ({took:?})",
+            r.name(),
+            blocks.len(),
+            wrong.len()
+        );
+        // Past the TTL a poisoned entry would have expired unseen.
+        assert!(took < Duration::from_secs(4), "{}: took {took:?}", r.name());
+        if !wrong.is_empty() {
+            failed.push(format!("{}: {} wrong: {wrong:?}", r.name(), wrong.len()));
+        }
+    }
+    assert!(failed.is_empty(), "{failed:#?}");
 }

@@ -6,8 +6,12 @@
 //! clearing the override gives every block its member back. Shares follow
 //! the weights (binomial tolerance, 4.5 sigma); the reply's ECS scope is the
 //! client block (/24, /56, the configured `sticky_prefix`; also when SOURCE
-//! is shorter), or the geo block when that is longer; with no usable ECS
-//! the answer adds no scope. Loopback
+//! is shorter), or the geo block when that is longer; a special-purpose
+//! ECS address (private, CGNAT, benchmarking, documentation...) is decided
+//! on the resolver's block and scoped to its whole special block, never /0
+//! (RFC 7871 §10, §7.2.1); a sticky block that holds special space is
+//! scoped to the largest special-free block around the client; SOURCE 0
+//! adds no scope. Loopback
 //! only; the members are documentation addresses never contacted, and the
 //! ECS addresses are public ones, never contacted either.
 
@@ -31,6 +35,8 @@ const BODY: &str = "\
 [name.\"duo.health.test\"]\npool = \"duo\"\nmode = \"one\"\nsticky = true\nttl = 60\n\n\
 [name.\"some.health.test\"]\npool = \"ten\"\nmode = \"some\"\ncount = 3\nsticky = true\n\
 sticky_prefix = [20, 48]\nttl = 60\n\n\
+[name.\"wide.health.test\"]\npool = \"ten\"\nmode = \"one\"\nsticky = true\n\
+sticky_prefix = [8, 16]\nttl = 60\n\n\
 [name.\"geo.health.test\"]\nmode = \"one\"\nsticky = true\nttl = 60\n\n\
 [name.\"geo.health.test\".geo]\nnets = { \"20.0.0.0/25\" = [\"duo\"] }\ndefault = [\"ten\"]\n";
 
@@ -174,10 +180,12 @@ fn scope_is_the_longer_of_the_sticky_and_geo_blocks() {
     assert_eq!(wide.addrs, first.addrs);
     // IPv6 ECS on an A query: the /56 block.
     assert_eq!(ask(&mut c, ten, Some("2a01:4f8:1:2::/64")), Some(56));
-    // SOURCE 0, or a private ECS address: decided on the resolver, the ECS
-    // address is not used, so no scope from the sticky block.
+    // SOURCE 0: decided on the resolver, the client asked that its address
+    // not be used, so no scope from the sticky block.
     assert_eq!(ask(&mut c, ten, Some("0.0.0.0/0")), Some(0));
-    assert_eq!(ask(&mut c, ten, Some("10.1.2.0/24")), Some(0));
+    // A private ECS address: decided on the resolver, but scoped to the
+    // whole private block, never /0 (tested in depth below).
+    assert_eq!(ask(&mut c, ten, Some("10.1.2.0/24")), Some(8));
     // No ECS: none echoed.
     assert_eq!(ask(&mut c, ten, None), None);
 
@@ -211,4 +219,117 @@ fn scope_is_the_longer_of_the_sticky_and_geo_blocks() {
         let r = c.ask_q(&Q::new(geo, RecordType::A).ecs(&format!("20.0.0.{h}/32")));
         assert_eq!(r.addrs, one.addrs, "20.0.0.{h}");
     }
+}
+
+/// The five special-purpose ECS subnets of issue #25, the length of the
+/// special block around each, and other subnets inside that block.
+const SPECIAL: &[(&str, u8, &[&str])] = &[
+    (
+        "100.100.1.0/24",
+        10,
+        &["100.64.0.0/24", "100.127.255.0/24", "100.100.1.77/32"],
+    ),
+    (
+        "192.168.1.0/24",
+        16,
+        &["192.168.0.0/24", "192.168.255.0/24", "192.168.1.9/32"],
+    ),
+    ("198.18.0.0/24", 15, &["198.19.255.0/24", "198.18.200.0/24"]),
+    (
+        "fd00:1::/56",
+        7,
+        &["fc00::/56", "fdff:ffff:ffff:ff00::/56", "fd00:1::1/128"],
+    ),
+    (
+        "2001:db8:1::/56",
+        32,
+        &[
+            "2001:db8::/56",
+            "2001:db8:ffff:ff00::/56",
+            "2001:db8:1::5/128",
+        ],
+    ),
+];
+
+#[test]
+fn a_special_purpose_client_gets_its_special_block_as_scope() {
+    let (_dir, cfg) = setup("sticky-special", BODY);
+    let (s, _api) = serve(&cfg);
+    let mut c = Client::new(&s);
+    // Sticky `one`, sticky `some` (/20 blocks), and geo + sticky: each
+    // depends on the client, so none may answer a special address with
+    // scope 0 (resolvers would cache it for every client, RFC 7871 §7.2.1).
+    for name in ["ten.health.test.", "some.health.test.", "geo.health.test."] {
+        for &(ecs, len, inside) in SPECIAL {
+            let first = c.ask_q(&Q::new(name, RecordType::A).ecs(ecs));
+            assert!(!first.addrs.is_empty(), "{name} {ecs}");
+            assert_eq!(scope(&first.msg), Some(len), "{name} {ecs}: scope");
+            // The scope is a promise: every address of the block gets this
+            // answer (decided on the resolver's block, the same here).
+            for &other in inside {
+                let a = c.ask_q(&Q::new(name, RecordType::A).ecs(other));
+                assert_eq!(a.addrs, first.addrs, "{name} {other} vs {ecs}");
+                assert_eq!(scope(&a.msg), Some(len), "{name} {other}: scope");
+            }
+        }
+    }
+    // `meridian lookup` says why.
+    let (code, out, err) = common::run(&[
+        "lookup",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--name",
+        "ten.health.test",
+        "--client",
+        "100.100.1.0/24",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("scope:    /10 (100.64.0.0/10, the whole special-purpose block"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_sticky_block_holding_special_space_is_scoped_around_it() {
+    let (_dir, cfg) = setup("sticky-holes", BODY);
+    let (s, _api) = serve(&cfg);
+    let mut c = Client::new(&s);
+    let ask = |c: &mut Client, name: &str, ecs: &str| {
+        let a = c.ask_q(&Q::new(name, RecordType::A).ecs(ecs));
+        assert!(!a.addrs.is_empty(), "{name} {ecs}");
+        (a.addrs, scope(&a.msg))
+    };
+    // /20 blocks: 192.0.0.0/20 holds 192.0.0.0/24 and 192.0.2.0/24
+    // (special). Its public parts share one answer (one hashed block), each
+    // scoped to the largest special-free block around the client, so no
+    // scope covers a special client decided otherwise (§7.2.1: no overlap).
+    let some = "some.health.test.";
+    let (m1, s1) = ask(&mut c, some, "192.0.1.0/24");
+    assert_eq!(s1, Some(24), "192.0.1.0/24 lies between two special /24s");
+    for (ecs, want) in [
+        ("192.0.3.0/24", 24),
+        ("192.0.8.0/24", 21),
+        ("192.0.15.0/24", 21),
+    ] {
+        let (m, sc) = ask(&mut c, some, ecs);
+        assert_eq!(m, m1, "{ecs}: same /20 block");
+        assert_eq!(sc, Some(want), "{ecs}");
+    }
+    assert_eq!(ask(&mut c, some, "192.0.2.0/24").1, Some(24));
+    // /8 and /16 blocks: 100.0.0.0/8 holds 100.64.0.0/10; 2001::/16 holds
+    // 2001::/23 and 2001:db8::/32.
+    let wide = "wide.health.test.";
+    let (m1, s1) = ask(&mut c, wide, "100.1.0.0/24");
+    assert_eq!(s1, Some(10));
+    let (m2, s2) = ask(&mut c, wide, "100.200.0.0/24");
+    assert_eq!((m2, s2), (m1, Some(9)));
+    assert_eq!(ask(&mut c, wide, "100.100.0.0/24").1, Some(10));
+    assert_eq!(ask(&mut c, wide, "101.1.0.0/24").1, Some(8));
+    let (m1, s1) = ask(&mut c, wide, "2001:200::/56");
+    assert_eq!(s1, Some(23));
+    let (m2, s2) = ask(&mut c, wide, "2001:4860::/56");
+    assert_eq!((m2, s2), (m1, Some(18)));
+    assert_eq!(ask(&mut c, wide, "2001:db8:5::/56").1, Some(32));
+    assert_eq!(ask(&mut c, wide, "2a00:1450::/56").1, Some(16));
 }

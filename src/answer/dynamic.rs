@@ -16,14 +16,17 @@
 //! Sticky names (`one`/`some` with `sticky = true`) pick by the client's
 //! block ([`sticky_block`]): the block of the sticky prefix holding the ECS
 //! address, or else the resolver's address. An answer decided on an ECS
-//! block holds only inside it, so its scope is the longer of that block and
-//! the geo decision's (RFC 7871 §7.2.1: SCOPE covers every address that
-//! gets this answer, and the blocks handed out never overlap).
+//! block holds only inside it (and outside special space), one decided on
+//! the resolver for a special-purpose ECS address only inside that special
+//! block, so the scope is the longer of that and the geo decision's (RFC
+//! 7871 §7.2.1: SCOPE covers every address that gets this answer, and the
+//! blocks handed out never overlap); 0 only without a usable ECS subnet.
 //!
 //! Invariants: allocates nothing (members are picked into a fixed array and
 //! copied from their pre-rendered records); writes only through the
-//! `Writer`; a pool answer has scope 0 (a sticky one: its ECS block), and
-//! the answer keeps the longest scope of the decisions in it.
+//! `Writer`; a pool answer has scope 0 (a sticky one: its client block or
+//! special block), and the answer keeps the longest scope of the decisions
+//! in it.
 
 use std::net::IpAddr;
 use std::num::NonZeroU64;
@@ -32,7 +35,7 @@ use super::lookup::{Ctx, LookupRc};
 use super::signing::{put_sigs, Deny};
 use super::Owner;
 use crate::engine::{AllDown, Binding, Target};
-use crate::geo::special::special_block;
+use crate::geo::special::{public_len, special_block};
 use crate::pool::sticky::block_key;
 use crate::pool::{select, Sticky, MAX_MEMBERS, RR_TTL_AT, SHARE_ONE};
 use meridian_wire::ecs::{ClientSubnet, Scope};
@@ -66,7 +69,7 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
                 (map.decision(d), Scope::new(scope))
             }
         };
-        // A sticky name's block, and the scope it needs (0 unless from ECS).
+        // A sticky name's block, and the scope it needs (0 without ECS).
         let (block, scope) = match binding.sticky {
             Some(st) => {
                 let (key, len) = sticky_block(self.ecs, self.src, st);
@@ -291,33 +294,46 @@ pub fn geo_client(ecs: Option<ClientSubnet>, src: IpAddr) -> (IpAddr, Option<u8>
     }
 }
 
-/// A sticky name's client block: its hash, and the scope it forces (the
-/// block's length when it came from ECS, else 0).
+/// A sticky name's client block: its hash, and the scope the answer then
+/// needs (RFC 7871 §7.2.1: every client inside the scope gets this answer).
 ///
 /// - ECS with SOURCE > 0 and a globally routable address: the block of
-///   the sticky prefix holding that address, and that length is the scope.
-///   With a SOURCE shorter than the prefix only the known bits are hashed
-///   (the rest are zero, as on the wire): the answer is that of the first
-///   block of the subnet, and the scope, longer than SOURCE, is a hint
-///   (resolvers cache it at SOURCE, RFC 7871 §7.3.1). So the blocks meridian
-///   hands out stay one partition whatever SOURCE resolvers send: they never
-///   overlap (§7.2.1).
-/// - Otherwise (no ECS, SOURCE 0, special-purpose ECS address): the
-///   resolver's address masked to the sticky prefix; the answer then does
-///   not depend on the ECS address, so it adds no scope (§7.1.2, §10).
+///   the sticky prefix holding that address is hashed. With a SOURCE
+///   shorter than the prefix only the known bits are hashed (the rest are
+///   zero, as on the wire): the answer is that of the first block of the
+///   subnet, and the scope, longer than SOURCE, is a hint (resolvers cache
+///   it at SOURCE, §7.3.1). The scope is the prefix, or, when the block
+///   holds special-purpose space (a prefix shorter than /24 or /32), the
+///   largest special-free block around the address ([`public_len`]): so the
+///   blocks meridian hands out stay one partition whatever SOURCE resolvers
+///   send, and never overlap a special block decided otherwise (§7.2.1).
+/// - ECS address in special-purpose space: ignored (§10); the resolver's
+///   address masked to the sticky prefix is hashed, and the scope is the
+///   whole special block, as for geo, since that answer holds for every
+///   client of the block behind this resolver. Never 0: resolvers would
+///   cache it for every client.
+/// - No ECS or SOURCE 0: the resolver's block is hashed, scope 0 (§7.1.2;
+///   without ECS no option is echoed at all).
 ///
 /// Shared with `meridian lookup`. No allocation.
 #[inline]
 pub fn sticky_block(ecs: Option<ClientSubnet>, src: IpAddr, st: Sticky) -> (NonZeroU64, u8) {
+    let resolver = || {
+        let src = src.to_canonical();
+        let len = st.prefix_for(src);
+        block_key(src, len, len)
+    };
     match ecs {
-        Some(c) if c.source() > 0 && special_block(c.addr()).is_none() => {
-            let len = st.prefix_for(c.addr());
-            (block_key(c.addr(), len, c.source()), len)
-        }
-        _ => {
-            let src = src.to_canonical();
-            let len = st.prefix_for(src);
-            (block_key(src, len, len), 0)
-        }
+        Some(c) if c.source() > 0 => match special_block(c.addr()) {
+            None => {
+                let len = st.prefix_for(c.addr());
+                (
+                    block_key(c.addr(), len, c.source()),
+                    public_len(c.addr(), len),
+                )
+            }
+            Some(blk) => (resolver(), blk.prefix_len()),
+        },
+        _ => (resolver(), 0),
     }
 }

@@ -158,15 +158,29 @@ pub fn lookup(config: &Path, name: &str, qtype: &str, client: &str) -> Result<St
             }
         }
     }
-    // A sticky answer decided on the ECS block holds only inside it.
+    // A sticky answer holds only inside its client block (or special block).
     if let Some(st) = binding.sticky {
         let (_, blen) = sticky_block(Some(ecs), addr, st);
-        if blen > 0 && blen == scope {
-            let blk = ipnet::IpNet::new(ecs.addr(), blen).map(|n| n.trunc());
-            if let Ok(blk) = blk {
+        let prefix = st.prefix_for(ecs.addr());
+        let blk = ipnet::IpNet::new(ecs.addr(), blen).map(|n| n.trunc());
+        match (crate::geo::special_block(ecs.addr()), blk) {
+            (Some(special), _) if len > 0 && blen == scope => {
+                why_scope = format!(
+                    "{special}, the whole special-purpose block: ECS ignored, the member \
+                     is picked by the resolver's block (here the client's own, {addr})"
+                );
+            }
+            (None, Ok(blk)) if blen > 0 && blen == scope && blen == prefix => {
                 why_scope =
                     format!("{blk}, the sticky client block: its members are chosen per block");
             }
+            (None, Ok(blk)) if blen > 0 && blen == scope => {
+                why_scope = format!(
+                    "{blk}, the largest block of the client's sticky /{prefix} block that \
+                     holds no special-purpose space (its members are chosen per /{prefix})"
+                );
+            }
+            _ => {}
         }
     }
     match outcome.pool {

@@ -26,4 +26,4 @@ mod tests;
 
 pub use db::{GeoDb, Location, Schema};
 pub use rules::{decide_direct, Decision, GeoMap, GeoTable, Plan, RuleSet, TableCache};
-pub use special::{special_block, special_blocks};
+pub use special::{public_len, special_block, special_blocks};

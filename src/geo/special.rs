@@ -78,6 +78,62 @@ pub fn special_block(addr: IpAddr) -> Option<IpNet> {
     }
 }
 
+/// The prefix length of the largest block around the public address `addr`
+/// that lies inside `addr/len` and holds no special-purpose address: `len`
+/// unless special blocks sit inside `addr/len` (only when `len` is shorter
+/// than /24 for IPv4, /32 for IPv6). An answer decided on `addr/len` but
+/// not on special clients inside it holds only there (RFC 7871 §7.2.1:
+/// scopes must not overlap). Allocation-free.
+pub fn public_len(addr: IpAddr, len: u8) -> u8 {
+    match addr {
+        IpAddr::V4(a) if len < 24 => {
+            let v4 = V4.iter().map(|&(s, l)| (u128::from(s), l));
+            public_around(
+                u128::from(u32::from(a)),
+                len,
+                32,
+                (0, u128::from(u32::MAX)),
+                v4,
+            )
+        }
+        IpAddr::V6(a) if len < 32 => {
+            // Everything outside 2000::/3 is special too.
+            let g = (
+                GLOBAL_UNICAST.0,
+                GLOBAL_UNICAST.0 | host_mask(GLOBAL_UNICAST.1, 128),
+            );
+            public_around(u128::from(a), len, 128, g, V6_IN_GLOBAL.iter().copied())
+        }
+        _ => len,
+    }
+}
+
+/// [`public_len`] over the special blocks `special` (aligned, so each is
+/// inside `addr/len` or disjoint from it) and the public range `public`.
+fn public_around(
+    a: u128,
+    len: u8,
+    bits: u32,
+    public: (u128, u128),
+    special: impl Iterator<Item = (u128, u8)>,
+) -> u8 {
+    let m = host_mask(len, bits);
+    let (start, end) = (a & !m, a | m);
+    let (mut lo, mut hi) = (start.max(public.0), end.min(public.1));
+    for (s, l) in special {
+        let e = s | host_mask(l, bits);
+        if s < start || e > end {
+            continue;
+        }
+        if e < a {
+            lo = lo.max(e + 1);
+        } else if s > a {
+            hi = hi.min(s - 1);
+        }
+    }
+    largest_aligned(a, lo, hi, bits)
+}
+
 fn special_v6(a: u128) -> Option<(u128, u8)> {
     if let Some(&n) = V6_OUTSIDE.iter().find(|&&n| contains(n, 128, a)) {
         return Some(n);
@@ -164,6 +220,36 @@ mod tests {
         assert_eq!(sb("8000::1").as_deref(), Some("8000::/2")); // fc00::/7 is inside 8000::/1
         assert_eq!(sb("2001:4860::1"), None);
         assert_eq!(sb("2001:200::1"), None);
+    }
+
+    #[test]
+    fn public_len_stops_at_special_blocks() {
+        let pl = |s: &str, len| public_len(s.parse().unwrap(), len);
+        assert_eq!(pl("20.1.2.3", 24), 24);
+        assert_eq!(pl("20.1.2.3", 8), 8);
+        assert_eq!(pl("192.0.1.0", 20), 24); // between 192.0.0.0/24 and 192.0.2.0/24
+        assert_eq!(pl("192.0.8.0", 20), 21);
+        assert_eq!(pl("100.1.0.0", 8), 10); // 100.64.0.0/10 above it
+        assert_eq!(pl("100.200.0.0", 8), 9);
+        assert_eq!(pl("11.0.0.0", 4), 8); // 10.0.0.0/8 below it
+        assert_eq!(pl("2001:200::", 16), 23);
+        assert_eq!(pl("2001:4860::", 16), 18);
+        assert_eq!(pl("2a00:1450::", 16), 16);
+        // Only 2000::/3 is public, and 2002::/16 (6to4) ends at 2003::.
+        assert_eq!(pl("2a00:1450::", 2), 5);
+        assert_eq!(pl("3fff::", 1), 4);
+        assert_eq!(pl("2a00:1450::", 56), 56);
+        // Every answer is public and exactly special-free and maximal.
+        for (a, len) in [("192.0.8.0", 20u8), ("100.200.0.0", 8), ("2001:4860::", 16)] {
+            let ip: IpAddr = a.parse().unwrap();
+            let got = public_len(ip, len);
+            let net = IpNet::new(ip, got).unwrap().trunc();
+            assert!(special_blocks()
+                .iter()
+                .all(|s| !net.contains(s) && !s.contains(&net)));
+            let wider = IpNet::new(ip, got - 1).unwrap().trunc();
+            assert!(got == len || special_blocks().iter().any(|s| wider.contains(s)));
+        }
     }
 
     #[test]
