@@ -226,6 +226,12 @@ fn fixture_serves_every_case() {
 /// Every positive and negative case through both validating resolvers.
 #[test]
 fn resolvers_validate_meridian() {
+    if !common::need(
+        "resolvers_validate_meridian",
+        &["unbound", "pdns_recursor", "dig"],
+    ) {
+        return;
+    }
     let f = Fixture::new("dval-meridian");
     let m = Meridian::start(&f.config);
     let anchor = f.anchor();
@@ -312,6 +318,12 @@ fn resolvers_validate_meridian() {
 
 #[test]
 fn resolvers_refuse_meridian_with_a_wrong_trust_anchor() {
+    if !common::need(
+        "resolvers_refuse_meridian_with_a_wrong_trust_anchor",
+        &["unbound", "pdns_recursor", "dig"],
+    ) {
+        return;
+    }
     let f = Fixture::new("dval-meridian-forged");
     let m = Meridian::start(&f.config);
     let forged = f.forged();

@@ -138,6 +138,9 @@ fn raw_packets_over_both_transports() {
 
 #[test]
 fn dig_over_both_transports() {
+    if !common::need("dig_over_both_transports", &["dig"]) {
+        return;
+    }
     let s = start_dual(&rules_config());
     for server in [s.addr, v6_addr(&s)] {
         let src = source_pool(server);

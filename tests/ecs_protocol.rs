@@ -108,6 +108,9 @@ fn malformed_ecs_is_formerr_with_question_and_opt() {
 
 #[test]
 fn malformed_ecs_is_formerr_by_dig() {
+    if !common::need("malformed_ecs_is_formerr_by_dig", &["dig"]) {
+        return;
+    }
     let s = Server::start(&rules_config(), &[]);
     let cases: &[(&str, &[&str])] = &[
         ("unknown family", &["+ednsopt=8:00030000"]),
@@ -292,6 +295,9 @@ fn referral_and_negative_answers_carry_the_echo() {
 
 #[test]
 fn echo_and_scope_by_dig() {
+    if !common::need("echo_and_scope_by_dig", &["dig"]) {
+        return;
+    }
     let s = Server::start(&rules_config(), &[]);
     // (name, type, status, expected CLIENT-SUBNET line)
     let cases = [

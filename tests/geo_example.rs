@@ -32,6 +32,9 @@ fn split(subnet: &str) -> (IpAddr, u8) {
 
 #[test]
 fn readme_subnets_by_dig() {
+    if !common::need("readme_subnets_by_dig", &["dig"]) {
+        return;
+    }
     let s = Server::example();
     for &(subnet, pool, scope) in CASES {
         let (addr, _) = split(subnet);
@@ -85,6 +88,9 @@ fn readme_subnets_by_raw_packets() {
 /// /24 (scope longer than SOURCE) and a private subnet.
 #[test]
 fn readme_other_examples() {
+    if !common::need("readme_other_examples", &["dig"]) {
+        return;
+    }
     let s = Server::example();
     let d = dig(s.addr, NAME, "A", &[]);
     assert_eq!(d.addrs, example_pool("default", false));

@@ -46,6 +46,12 @@ fn fixture_config(tag: &str, check_port: u16) -> (common::TempDir, std::path::Pa
 
 #[test]
 fn spillover_through_resolvers_gives_no_wrong_answer() {
+    if !common::need(
+        "spillover_through_resolvers_gives_no_wrong_answer",
+        &["unbound", "pdns_recursor", "dig"],
+    ) {
+        return;
+    }
     // The live primary member's check target.
     let l = TcpListener::bind("127.0.0.2:0").expect("bind 127.0.0.2");
     let port = l.local_addr().unwrap().port();
@@ -144,6 +150,12 @@ fn sticky_truth(m: &Meridian) -> (Vec<String>, Vec<String>) {
 
 #[test]
 fn sticky_through_resolvers_gives_each_block_its_member() {
+    if !common::need(
+        "sticky_through_resolvers_gives_each_block_its_member",
+        &["unbound", "pdns_recursor", "dig"],
+    ) {
+        return;
+    }
     // No backend needed: the sticky pool is unchecked.
     let (_dir, config) = fixture_config("lab-sticky", 9);
     let m = Meridian::start(&config);
@@ -185,6 +197,12 @@ const SPECIAL: &[(&str, u8, &str)] = &[
 
 #[test]
 fn sticky_special_purpose_client_first_does_not_poison_the_caches() {
+    if !common::need(
+        "sticky_special_purpose_client_first_does_not_poison_the_caches",
+        &["unbound", "pdns_recursor", "dig"],
+    ) {
+        return;
+    }
     let (_dir, config) = fixture_config("lab-sticky-special", 9);
     let m = Meridian::start(&config);
     let (blocks, truth) = sticky_truth(&m);

@@ -99,6 +99,12 @@ fn read_env(path: &Path) -> HashMap<String, String> {
 
 #[test]
 fn check_mode_compares_resolvers_with_meridian() {
+    if !common::need(
+        "check_mode_compares_resolvers_with_meridian",
+        &["unbound", "pdns_recursor", "dig"],
+    ) {
+        return;
+    }
     let out = script()
         .args([
             "--check",
@@ -140,6 +146,12 @@ fn check_mode_compares_resolvers_with_meridian() {
 
 #[test]
 fn waiting_mode_prints_ports_and_stops_everything_on_sigterm() {
+    if !common::need(
+        "waiting_mode_prints_ports_and_stops_everything_on_sigterm",
+        &["unbound", "pdns_recursor", "dig"],
+    ) {
+        return;
+    }
     let dir = common::TempDir::new("lab-script");
     let env_file = dir.0.join("lab.env");
     let child = script()
@@ -229,6 +241,12 @@ fn waiting_mode_prints_ports_and_stops_everything_on_sigterm() {
 
 #[test]
 fn command_mode_runs_with_the_lab_variables() {
+    if !common::need(
+        "command_mode_runs_with_the_lab_variables",
+        &["unbound", "pdns_recursor", "dig"],
+    ) {
+        return;
+    }
     let out = script()
         .args([
             "--",

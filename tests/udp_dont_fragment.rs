@@ -95,6 +95,12 @@ fn assert_df_behaviour(addr: SocketAddr) {
 
 #[test]
 fn answer_over_the_link_mtu_goes_out_truncated_not_fragmented() {
+    if !common::need(
+        "answer_over_the_link_mtu_goes_out_truncated_not_fragmented",
+        &["ip"],
+    ) {
+        return;
+    }
     if !is_root() {
         skip(
             "answer_over_the_link_mtu_goes_out_truncated_not_fragmented",

@@ -71,6 +71,9 @@ fn ipv4_wildcard_replies_from_the_queried_address() {
 
 #[test]
 fn ipv6_wildcard_replies_from_the_queried_address() {
+    if !common::need("ipv6_wildcard_replies_from_the_queried_address", &["ip"]) {
+        return;
+    }
     const T: &str = "ipv6_wildcard_replies_from_the_queried_address";
     if !is_root() {
         return skip(T, "needs root for a network namespace with fd00::9");

@@ -40,6 +40,46 @@ pub(crate) fn skip(test: &str, reason: &str) {
     let _ = writeln!(std::io::stderr().lock(), "SKIP: {test}: {reason}");
 }
 
+/// The Debian package of each external tool a test runs (`.ci/run`
+/// installs them all).
+const PACKAGES: &[(&str, &str)] = &[
+    ("dig", "bind9-dnsutils"),
+    ("delv", "bind9-dnsutils"),
+    ("unbound", "unbound"),
+    ("pdns_recursor", "pdns-recursor"),
+    ("knotd", "knot"),
+    ("etcd", "etcd-server"),
+    ("ip", "iproute2"),
+];
+
+/// Is `tool` an executable on PATH?
+pub(crate) fn on_path(tool: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|d| {
+            std::fs::metadata(d.join(tool))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    })
+}
+
+/// Are all of `tools` on PATH? If not, `test` is skipped visibly (and
+/// fails under `CI=true`, where everything is installed): a machine with
+/// only a Rust toolchain runs the suite with these tests skipped.
+pub(crate) fn need(test: &str, tools: &[&str]) -> bool {
+    for &t in tools {
+        if !on_path(t) {
+            let package = PACKAGES.iter().find(|(n, _)| *n == t).map_or(t, |(_, p)| p);
+            skip(
+                test,
+                &format!("{t} is not installed (Debian package {package}; .ci/run installs it)"),
+            );
+            return false;
+        }
+    }
+    true
+}
+
 /// Repository root (for the bundled example).
 pub(crate) fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
