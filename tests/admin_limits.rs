@@ -218,7 +218,10 @@ fn tcp_dns_keeps_its_latency_while_metrics_is_scraped() {
     assert_eq!(code, 200);
     if render < Duration::from_millis(100) {
         // A release build on a fast machine: nothing here would be slow.
-        common::skip(test, &format!("a {len}-octet /metrics took only {render:?}"));
+        common::skip(
+            test,
+            &format!("a {len}-octet /metrics took only {render:?}"),
+        );
         return;
     }
     let req = common::Q::new("n1.health.test.", hickory_proto::rr::RecordType::A).to_bytes();
@@ -261,7 +264,10 @@ fn tcp_dns_keeps_its_latency_while_metrics_is_scraped() {
         "{test}: /metrics {len} octets in {render:?}; TCP p99 {idle:?} idle, {busy:?} over {n} \
          queries during {renders} scrapes"
     );
-    assert!(renders >= 3, "only {renders} scrapes finished while measuring");
+    assert!(
+        renders >= 3,
+        "only {renders} scrapes finished while measuring"
+    );
     let bound = (idle * 10).max(Duration::from_millis(50));
     assert!(
         busy <= bound,

@@ -252,7 +252,11 @@ async fn render(api: &Arc<Api>, f: impl FnOnce(&Api) -> Reply + Send + 'static) 
     .await
 }
 
-async fn route(api: Arc<Api>, req: &Request<Incoming>, who: Option<&crate::config::Token>) -> Reply {
+async fn route(
+    api: Arc<Api>,
+    req: &Request<Incoming>,
+    who: Option<&crate::config::Token>,
+) -> Reply {
     let shared = &*api.admin;
     let path = req.uri().path();
     let query = req.uri().query().unwrap_or("");
@@ -297,7 +301,11 @@ async fn route(api: Arc<Api>, req: &Request<Incoming>, who: Option<&crate::confi
             render(&api, |api| {
                 let shared = &api.admin;
                 shared.weights.catch_up(&shared.server.engine.load());
-                reply(StatusCode::OK, prometheus::CONTENT_TYPE, api.metrics.render())
+                reply(
+                    StatusCode::OK,
+                    prometheus::CONTENT_TYPE,
+                    api.metrics.render(),
+                )
             })
             .await
         }
