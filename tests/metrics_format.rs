@@ -4,7 +4,10 @@
 //! appears twice; a family's samples are together. Checked strictly here,
 //! and by `promtool` too when it is on PATH (a visible SKIP line when not).
 //! The server has a pool with a checked member (so the health families and
-//! the histogram have samples) and has answered queries. Loopback only.
+//! the histogram have samples) and has answered queries. The series each
+//! member and each checked entry costs are counted from the page, as the
+//! manual gives them, and `[api] metrics_members = false` drops them while
+//! the page stays valid. Loopback only.
 
 mod common;
 mod health_support;
@@ -251,6 +254,121 @@ fn every_family_has_help_and_type_and_every_line_parses() {
         Some((ok, out)) => assert!(ok, "promtool check metrics failed:\n{out}"),
         None => common::skip(
             "every_family_has_help_and_type_and_every_line_parses (promtool part)",
+            "promtool is not on PATH",
+        ),
+    }
+}
+
+/// Each sample's name and labels (values unescaped).
+fn samples(text: &str) -> Vec<(String, Labels)> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let end = l.find(['{', ' ']).unwrap();
+            let labels = match parse_labels(&l[end..]) {
+                Ok((labels, _)) => labels,
+                Err(_) => Vec::new(),
+            };
+            (l[..end].to_string(), labels)
+        })
+        .collect()
+}
+
+fn label<'a>(labels: &'a Labels, name: &str) -> &'a str {
+    labels
+        .iter()
+        .find(|(n, _)| n == name)
+        .map_or("", |(_, v)| v.as_str())
+}
+
+/// Series per (pool, address) of the member families, and per (address,
+/// port, check) of the check families.
+fn per_member_and_entry(text: &str) -> (HashMap<String, usize>, HashMap<String, usize>) {
+    let (mut members, mut entries) = (HashMap::new(), HashMap::new());
+    for (name, l) in samples(text) {
+        if name.starts_with("meridian_member_") {
+            let k = format!("{}/{}", label(&l, "pool"), label(&l, "address"));
+            *members.entry(k).or_default() += 1;
+        } else if name.starts_with("meridian_health_") {
+            let k = [label(&l, "address"), label(&l, "port"), label(&l, "check")].join("/");
+            *entries.entry(k).or_default() += 1;
+        }
+    }
+    (members, entries)
+}
+
+/// docs/src/ops/http-api.md, "How many series": a member costs 10 series,
+/// one more for an override, a latency estimate, a reported load; a
+/// checked entry 21 (4 counters, a histogram of 15 buckets, sum and
+/// count). `metrics_members = false` leaves out exactly those, keeps the
+/// pool families, and the page still passes.
+#[test]
+fn series_per_member_as_documented_and_the_switch_drops_them() {
+    let (b1, b2) = (Backend::ok("127.0.0.1"), Backend::ok("127.0.0.2"));
+    let body = format!(
+        "{}[pool.a]\nmembers = [{}, {}]\n\n\
+         [pool.b]\nmembers = [\"192.0.2.21\", \"192.0.2.22\", \"2001:db8::23\"]\n\n\
+         [name.\"a.health.test\"]\npool = \"a\"\nttl = 60\n\n\
+         [name.\"b.health.test\"]\npool = \"b\"\nttl = 60\n",
+        check_table("web", "tcp", ""),
+        member(&b1, Some("web")),
+        member(&b2, Some("web"))
+    );
+    let (dir, cfg) = setup("metrics-members", &body);
+    let (s, api) = serve(&cfg);
+    settle(api);
+    let (code, _) = http(api, "POST", "/override/192.0.2.22?state=drain");
+    assert_eq!(code, 200);
+    // Both checked members have passed a probe: their latency estimate.
+    let text = wait_for(Duration::from_secs(5), || {
+        metrics(api)
+            .matches("meridian_member_rtt_estimate_seconds{")
+            .count()
+            == 2
+    })
+    .map(|_| metrics(api))
+    .unwrap_or_else(|| panic!("no latency estimates:\n{}", metrics(api)));
+    let (members, entries) = per_member_and_entry(&text);
+    let want: HashMap<String, usize> = [
+        ("a/127.0.0.1", 11),
+        ("a/127.0.0.2", 11),
+        ("b/192.0.2.21", 10),
+        ("b/192.0.2.22", 11),
+        ("b/2001:db8::23", 10),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    assert_eq!(members, want, "series per member\n{text}");
+    assert_eq!(entries.len(), 2, "{entries:?}");
+    assert!(entries.values().all(|&n| n == 21), "{entries:?}\n{text}");
+
+    // Off: a reload applies it.
+    let on = samples(&text).len();
+    let off_text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("[api]\n", "[api]\nmetrics_members = false\n");
+    dir.write("meridian.toml", &off_text);
+    assert!(s.reload(Duration::from_secs(10)).contains("reloaded"));
+    let text = metrics(api);
+    let (members, entries) = per_member_and_entry(&text);
+    assert!(members.is_empty() && entries.is_empty(), "{text}");
+    let dropped = 2 * 11 + 10 + 11 + 10 + 2 * 21;
+    assert_eq!(samples(&text).len(), on - dropped, "{text}");
+    for pool in [
+        "meridian_pool_up{pool=\"a\",family=\"ipv4\"} 1",
+        "meridian_pool_members_up{pool=\"a\",family=\"ipv4\"} 2",
+        "meridian_pool_members_up{pool=\"b\",family=\"ipv4\"} 1",
+        "meridian_pool_members_up{pool=\"b\",family=\"ipv6\"} 1",
+    ] {
+        assert!(text.contains(pool), "no {pool}:\n{text}");
+    }
+    let bad = problems(&text);
+    assert!(bad.is_empty(), "{}\n\nin:\n{text}", bad.join("\n"));
+    match common::promtool_check(&text) {
+        Some((ok, out)) => assert!(ok, "promtool check metrics failed:\n{out}"),
+        None => common::skip(
+            "series_per_member_as_documented_and_the_switch_drops_them (promtool part)",
             "promtool is not on PATH",
         ),
     }

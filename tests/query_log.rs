@@ -675,3 +675,56 @@ fn stuck_collector_is_dropped_not_waited_for() {
     assert!(s.alive());
     stop(s);
 }
+
+/// The process umask (Linux reports it in /proc/self/status), which the
+/// server inherits and applies to the mode it asks for.
+fn umask() -> u32 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap();
+    let v = s
+        .lines()
+        .find_map(|l| l.strip_prefix("Umask:"))
+        .expect("Umask in /proc/self/status");
+    u32::from_str_radix(v.trim(), 8).unwrap()
+}
+
+fn mode(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+/// F10: the log holds client addresses, so a file meridian creates is
+/// 0640 (less what the umask takes away), at start and after a rotation;
+/// a file that already exists keeps the mode its owner gave it (logrotate's
+/// `create`, a chmod), with a warning when every user can read it.
+#[test]
+fn log_file_is_created_0640_and_an_existing_mode_is_kept() {
+    let dir = TempDir::new("query-log-mode");
+    let log = dir.0.join("q.dnstap");
+    let cfg = config(&dir, &format!("query_log = \"file:{}\"", log.display()));
+    let want = 0o640 & !umask();
+    let s = Server::start(&cfg, &[]);
+    assert_eq!(mode(&log), want, "created at start: {:o}", mode(&log));
+    std::fs::rename(&log, dir.0.join("q.dnstap.1")).unwrap();
+    assert!(s.reload(Duration::from_secs(10)).contains("reloaded"));
+    let t0 = Instant::now();
+    while !log.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(5), "no new file");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(mode(&log), want, "created by a rotation: {:o}", mode(&log));
+    assert_eq!(s.log_count("readable by every user"), 0);
+    stop(s);
+
+    // A file the operator made world-readable stays so, and is named.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let s = Server::start(&cfg, &[]);
+    assert_eq!(mode(&log), 0o644);
+    assert!(
+        s.wait_log("readable by every user", Duration::from_secs(5)),
+        "{:?}",
+        s.stderr.lock().unwrap()
+    );
+    assert!(s.alive());
+    stop(s);
+}

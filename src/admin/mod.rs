@@ -11,6 +11,12 @@
 //! `Origin` (browsers send one on cross-site requests) and need a bearer
 //! token of write scope from the `[api] tokens` file; without that file,
 //! writes are off. Every write is logged at info with its token's name.
+//!
+//! The API runs on the daemon's control runtime, never on the one serving
+//! DNS over TCP, and what takes CPU (rendering `/metrics` and `/status`,
+//! recomputing decisions after a write) runs on a blocking thread, so the
+//! runtime keeps its health probes and fleet link on time; renders go one
+//! at a time, so scrapers cannot take every core.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -74,6 +80,14 @@ pub enum Command {
 /// One response, its body in full.
 type Reply = Response<Full<Bytes>>;
 
+/// The API as one server sees it: the daemon's part, the metrics registry,
+/// and the gate renders pass one at a time.
+struct Api {
+    admin: Arc<Admin>,
+    metrics: prometheus::Exposition,
+    renders: Arc<Semaphore>,
+}
+
 /// Serve the HTTP API on `listener` until the process ends.
 pub async fn serve(shared: Arc<Admin>, listener: tokio::net::TcpListener) {
     let Ok(local) = listener.local_addr() else {
@@ -81,7 +95,11 @@ pub async fn serve(shared: Arc<Admin>, listener: tokio::net::TcpListener) {
         return;
     };
     auth::warn_at_start(local, &shared.server.engine.load().api);
-    let metrics = Arc::new(prometheus::Exposition::new(shared.server.clone()));
+    let api = Arc::new(Api {
+        metrics: prometheus::Exposition::new(shared.server.clone()),
+        admin: shared,
+        renders: Arc::new(Semaphore::new(1)),
+    });
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())
@@ -101,10 +119,10 @@ pub async fn serve(shared: Arc<Admin>, listener: tokio::net::TcpListener) {
             drop(stream);
             continue;
         };
-        let (shared, metrics) = (shared.clone(), metrics.clone());
+        let api = api.clone();
         let service = service_fn(move |req: Request<Incoming>| {
-            let (shared, metrics) = (shared.clone(), metrics.clone());
-            async move { Ok::<_, Infallible>(handle(&shared, &metrics, local, req).await) }
+            let api = api.clone();
+            async move { Ok::<_, Infallible>(handle(api, local, req).await) }
         });
         let conn = http.serve_connection(TokioIo::new(stream), service);
         tokio::spawn(async move {
@@ -141,25 +159,20 @@ fn access(method: &Method, path: &str) -> Access {
     }
 }
 
-async fn handle(
-    shared: &Admin,
-    metrics: &prometheus::Exposition,
-    local: std::net::SocketAddr,
-    req: Request<Incoming>,
-) -> Reply {
-    let engine = shared.server.engine.load_full();
-    let api = &engine.api;
-    if let Err(why) = auth::host_ok(&req, local, api) {
+async fn handle(api: Arc<Api>, local: std::net::SocketAddr, req: Request<Incoming>) -> Reply {
+    let engine = api.admin.server.engine.load_full();
+    let settings = &engine.api;
+    if let Err(why) = auth::host_ok(&req, local, settings) {
         return forbidden(why);
     }
     let kind = access(req.method(), req.uri().path());
     let who = match kind {
         Access::None => None,
-        Access::Read => match auth::reader(&req, api) {
+        Access::Read => match auth::reader(&req, settings) {
             Ok(t) => t,
             Err(why) => return forbidden(why),
         },
-        Access::Write => match auth::writer(&req, api) {
+        Access::Write => match auth::writer(&req, settings) {
             Ok(t) => Some(t),
             Err(why) => {
                 let r = forbidden(why);
@@ -168,7 +181,7 @@ async fn handle(
             }
         },
     };
-    let r = route(shared, metrics, &req, who).await;
+    let r = route(api, &req, who).await;
     if kind == Access::Write {
         audit(&req, who, &r);
     }
@@ -215,12 +228,36 @@ async fn fleet_write(
     }
 }
 
+/// Run `f` on a blocking thread: a write recomputes the decisions of every
+/// pool it touches, which takes milliseconds for a large config.
+async fn blocking(f: impl FnOnce() -> Reply + Send + 'static) -> Reply {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+}
+
+/// Render a large body on a blocking thread, one render at a time: a
+/// `/metrics` of 20,000 pools takes a core for a quarter of a second. The
+/// render keeps its turn until it ends, even if its client goes away.
+async fn render(api: &Arc<Api>, f: impl FnOnce(&Api) -> Reply + Send + 'static) -> Reply {
+    let Ok(turn) = api.renders.clone().acquire_owned().await else {
+        return unavailable();
+    };
+    let api = api.clone();
+    blocking(move || {
+        let r = f(&api);
+        drop(turn);
+        r
+    })
+    .await
+}
+
 async fn route(
-    shared: &Admin,
-    metrics: &prometheus::Exposition,
+    api: Arc<Api>,
     req: &Request<Incoming>,
     who: Option<&crate::config::Token>,
 ) -> Reply {
+    let shared = &*api.admin;
     let path = req.uri().path();
     let query = req.uri().query().unwrap_or("");
     let method = req.method();
@@ -261,32 +298,47 @@ async fn route(
         }
         "/reload" | "/stop" => method_not_allowed("POST"),
         "/metrics" if method == Method::GET => {
-            shared.weights.catch_up(&shared.server.engine.load());
-            reply(StatusCode::OK, prometheus::CONTENT_TYPE, metrics.render())
+            render(&api, |api| {
+                let shared = &api.admin;
+                shared.weights.catch_up(&shared.server.engine.load());
+                reply(
+                    StatusCode::OK,
+                    prometheus::CONTENT_TYPE,
+                    api.metrics.render(),
+                )
+            })
+            .await
         }
-        "/status" if method == Method::GET => {
-            shared.weights.catch_up(&shared.server.engine.load());
-            // The overrides before any entry lock (lock order: runner, entry).
-            let ovr = shared.overrides.snapshot();
-            let wts = shared.weights.snapshot();
-            #[cfg(feature = "fleet")]
-            let fleet = shared.fleet.as_ref().map(|f| f.status());
-            #[cfg(not(feature = "fleet"))]
-            let fleet = None;
-            let body = status::status_json(&shared.server.engine.load(), &ovr, &wts, fleet);
-            reply(StatusCode::OK, "application/json", body)
-        }
+        "/status" if method == Method::GET => render(&api, |api| status(&api.admin)).await,
         "/metrics" | "/status" => method_not_allowed("GET"),
-        p => {
-            if let Some(target) = p.strip_prefix("/override/") {
-                overrides::route(shared, method, target, query)
-            } else if let Some(target) = p.strip_prefix("/weight/") {
-                weights::route(shared, method, target, query)
-            } else {
-                reply(StatusCode::NOT_FOUND, "text/plain", "not found\n".into())
-            }
+        p if p.starts_with("/override/") || p.starts_with("/weight/") => {
+            let (method, path, query) = (method.clone(), p.to_string(), query.to_string());
+            let admin = api.admin.clone();
+            blocking(move || match path.strip_prefix("/override/") {
+                Some(target) => overrides::route(&admin, &method, target, &query),
+                None => {
+                    let target = path.strip_prefix("/weight/").unwrap_or_default();
+                    weights::route(&admin, &method, target, &query)
+                }
+            })
+            .await
         }
+        _ => reply(StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
     }
+}
+
+/// The `/status` document.
+fn status(shared: &Admin) -> Reply {
+    shared.weights.catch_up(&shared.server.engine.load());
+    // The overrides before any entry lock (lock order: runner, entry).
+    let ovr = shared.overrides.snapshot();
+    let wts = shared.weights.snapshot();
+    #[cfg(feature = "fleet")]
+    let fleet = shared.fleet.as_ref().map(|f| f.status());
+    #[cfg(not(feature = "fleet"))]
+    let fleet = None;
+    let body = status::status_json(&shared.server.engine.load(), &ovr, &wts, fleet);
+    reply(StatusCode::OK, "application/json", body)
 }
 
 fn unavailable() -> Reply {

@@ -320,8 +320,22 @@ fn entry_labels(spec: &CheckSpec) -> [(&'static str, String); 3] {
     ]
 }
 
-/// The health families: members, pools and the checks' counters.
+/// The health families: members, pools and the checks' counters; with
+/// `[api] metrics_members = false`, the pools' only.
 fn health(enc: &mut DescriptorEncoder<'_>, e: &Engine) -> fmt::Result {
+    if e.api.metrics_members {
+        member_families(enc, e)?;
+    }
+    pool_families(enc, e)?;
+    if e.api.metrics_members {
+        check_families(enc, e)?;
+    }
+    Ok(())
+}
+
+/// The series of each pool member: ten, and one more for each of an
+/// override, a latency estimate and a reported load in force.
+fn member_families(enc: &mut DescriptorEncoder<'_>, e: &Engine) -> fmt::Result {
     let t = &e.health;
     let mut f = family(
         enc,
@@ -446,7 +460,11 @@ fn health(enc: &mut DescriptorEncoder<'_>, e: &Engine) -> fmt::Result {
             f.encode_family(&labels)?.encode_gauge(&v)?;
         }
     }
+    Ok(())
+}
 
+/// One series set per pool and address family.
+fn pool_families(enc: &mut DescriptorEncoder<'_>, e: &Engine) -> fmt::Result {
     let mut f = family(
         enc,
         "meridian_pool_up",
@@ -469,6 +487,23 @@ fn health(enc: &mut DescriptorEncoder<'_>, e: &Engine) -> fmt::Result {
         gauge(&mut f, &labels, p.gate(v6).panic)?;
     }
 
+    let mut f = family(
+        enc,
+        "meridian_pool_members_up",
+        "Members of a pool (per address family) used in answers.",
+        MetricType::Gauge,
+    )?;
+    for (p, v6) in families(e) {
+        let labels = [("pool", p.name.as_str()), ("family", family_name(v6))];
+        let n = p.family(v6).iter().filter(|m| m.usable()).count();
+        f.encode_family(&labels)?.encode_gauge(&(n as i64))?;
+    }
+    Ok(())
+}
+
+/// One series set per checked entry (address, port, check).
+fn check_families(enc: &mut DescriptorEncoder<'_>, e: &Engine) -> fmt::Result {
+    let t = &e.health;
     // Entries that have a check, one series set per (address, port, check).
     let checked: Vec<(u32, &CheckSpec)> = e
         .checks

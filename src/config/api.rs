@@ -3,8 +3,10 @@
 //! `write`, `#` comments); without it the API takes no writes.
 //! `read_needs_token` closes `/metrics` and `/status` to callers without a
 //! token; `host_names` lists the names clients may use in `Host` besides
-//! the listen address and `localhost`. Errors name the config line, or the
-//! token file's line.
+//! the listen address and `localhost`. `metrics_members = false` leaves the
+//! per-member and per-check series out of `/metrics` (Prometheus's advice
+//! on cardinality: about ten series a member), keeping the pool ones.
+//! Errors name the config line, or the token file's line.
 
 use std::path::{Path, PathBuf};
 
@@ -30,6 +32,10 @@ pub struct ApiCfg {
     /// `[api] host_names`: more names accepted in the `Host` header.
     #[serde(default)]
     pub host_names: Vec<Spanned<String>>,
+    /// `[api] metrics_members`: `/metrics` has series per member and per
+    /// checked entry (default true).
+    #[serde(default)]
+    pub metrics_members: Option<bool>,
 }
 
 /// What a token allows.
@@ -53,7 +59,7 @@ pub struct Token {
 }
 
 /// The checked `[api]` table.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ApiSettings {
     /// The token file, resolved (None: no tokens, no writes).
     pub token_file: Option<PathBuf>,
@@ -64,15 +70,33 @@ pub struct ApiSettings {
     /// Names accepted in `Host` besides the listen address and `localhost`
     /// (lower case).
     pub host_names: Vec<String>,
+    /// `/metrics` has the per-member and per-check families.
+    pub metrics_members: bool,
     /// Things to tell the operator at start and in `check` (e.g. a token
     /// file other users can read).
     pub warnings: Vec<String>,
 }
 
+impl Default for ApiSettings {
+    fn default() -> ApiSettings {
+        ApiSettings {
+            token_file: None,
+            tokens: Vec::new(),
+            read_needs_token: false,
+            host_names: Vec::new(),
+            metrics_members: true,
+            warnings: Vec::new(),
+        }
+    }
+}
+
 impl ApiSettings {
     /// Check `[api]` and read its token file.
     pub fn from_cfg(src: &Source, c: &ApiCfg) -> Result<ApiSettings, LocatedError> {
-        let mut out = ApiSettings::default();
+        let mut out = ApiSettings {
+            metrics_members: c.metrics_members.unwrap_or(true),
+            ..ApiSettings::default()
+        };
         if let Some(t) = &c.tokens {
             if t.get_ref().trim().is_empty() {
                 return Err(src.err(t.span(), "tokens must name a token file"));

@@ -108,12 +108,11 @@ pub fn serve(
     };
     reload::count_build(&shared.metrics, &shared.engine.load());
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .thread_name("meridian-rt")
-        .build()
-        .map_err(|e| format!("meridian: cannot start runtime: {e}"))?;
+    // DNS over TCP has a runtime of its own: whatever the API, the fleet
+    // link and the health checks do (a /metrics of many pools takes a core
+    // for a while), TCP answers never wait for a thread.
+    let tcp_rt = runtime("meridian-tcp")?;
+    let rt = runtime("meridian-rt")?;
 
     // Bind everything before saying we are ready.
     let mut udp = Vec::new();
@@ -164,7 +163,7 @@ pub fn serve(
     }
     for l in tcp {
         shared.tcp_listeners.fetch_add(1, Ordering::Relaxed);
-        rt.spawn(tcp_listener(shared.clone(), l));
+        tcp_rt.spawn(tcp_listener(shared.clone(), l));
     }
     let daemon = Arc::new(Daemon {
         server: shared.clone(),
@@ -316,6 +315,7 @@ pub fn serve(
     for t in threads {
         let _ = t.join();
     }
+    tcp_rt.shutdown_timeout(Duration::from_millis(200));
     rt.shutdown_timeout(Duration::from_millis(200));
     // Every transport has stopped: the writer drains the ring, writes the
     // Frame Streams STOP frame and exits.
@@ -325,6 +325,16 @@ pub fn serve(
     }
     eprintln!("meridian: stopped");
     Ok(())
+}
+
+/// A runtime of two threads named `name`.
+fn runtime(name: &str) -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name(name)
+        .build()
+        .map_err(|e| format!("meridian: cannot start the {name} runtime: {e}"))
 }
 
 fn init_logging(filter: &str) {

@@ -592,10 +592,17 @@ impl Fleet {
             tracing::error!("fleet: config revision {rev} refused, the running one is kept: {why}");
             *self.refused.lock().unwrap_or_else(|e| e.into_inner()) = Some((rev, why));
         };
-        let path = match serde_json::from_slice::<Pushed>(v)
-            .map_err(|e| format!("not a pushed config: {e}"))
-            .and_then(|p| materialize(&self.settings, rev, &p))
-        {
+        // Decoding, writing the files and hashing the geo database take a
+        // while for a large config: not on a runtime thread.
+        let (settings, v) = (self.settings.clone(), v.to_vec());
+        let written = tokio::task::spawn_blocking(move || {
+            serde_json::from_slice::<Pushed>(&v)
+                .map_err(|e| format!("not a pushed config: {e}"))
+                .and_then(|p| materialize(&settings, rev, &p))
+        })
+        .await
+        .unwrap_or_else(|e| Err(e.to_string()));
+        let path = match written {
             Ok(p) => p,
             Err(why) => return refuse(why),
         };

@@ -34,6 +34,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::state::ServerState;
+
+/// The mode of a query log file meridian creates: its user and group.
+const FILE_MODE: u32 = 0o640;
 use crate::config::{QueryLogConfig, QueryLogSink};
 use crate::metrics::Metrics;
 
@@ -504,14 +507,27 @@ impl Write for Conn {
 }
 
 impl Out {
-    /// A Frame Streams file: truncated, then START.
+    /// A Frame Streams file: truncated, then START. It holds client
+    /// addresses, so a new file is not for every user: [`FILE_MODE`], less
+    /// the umask. A file that exists keeps its mode and owner (logrotate's
+    /// `create MODE OWNER GROUP`, an operator's chmod), with a warning when
+    /// every user can read it.
     fn open_file(p: &std::path::Path) -> std::io::Result<Out> {
+        use std::os::unix::fs::OpenOptionsExt;
         let f = std::fs::OpenOptions::new()
             .create(true)
             .write(true)
             .truncate(true)
+            .mode(FILE_MODE)
             .open(p)?;
         let md = f.metadata()?;
+        if md.mode() & 0o004 != 0 {
+            tracing::warn!(
+                "query log: {} is readable by every user (mode {:o}) and holds client addresses: chmod o-r it",
+                p.display(),
+                md.mode() & 0o777
+            );
+        }
         let mut w = BufWriter::with_capacity(64 << 10, Conn::File(f));
         w.write_all(&control_frame(CONTROL_START, Some(CONTENT_TYPE)))?;
         w.flush()?;
