@@ -396,9 +396,6 @@ fn member_address_with_a_port_points_to_the_table_form() {
         "bad/member_port.toml",
         "bad/member_port.toml",
         8,
-        &[
-            "192.0.2.13:80",
-            "{ address = \"192.0.2.13\", port = 80 }",
-        ],
+        &["192.0.2.13:80", "{ address = \"192.0.2.13\", port = 80 }"],
     );
 }

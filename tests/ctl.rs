@@ -56,10 +56,25 @@ fn status_and_override_from_the_config() {
     // The default is a table: a row per member, half the pool's share each.
     let (code, out, err) = ctl(&cfg, &["status"]);
     assert_eq!(code, 0, "{err}");
-    assert!(serde_json::from_str::<serde_json::Value>(&out).is_err(), "{out}");
+    assert!(
+        serde_json::from_str::<serde_json::Value>(&out).is_err(),
+        "{out}"
+    );
     assert_eq!(
         row(&out, "192.0.2.7"),
-        ["p", "192.0.2.7", "none", "up", "-", "usable", "1", "1", "1.000", "50.0", "%"],
+        [
+            "p",
+            "192.0.2.7",
+            "none",
+            "up",
+            "-",
+            "usable",
+            "1",
+            "1",
+            "1.000",
+            "50.0",
+            "%"
+        ],
         "{out}"
     );
     assert_eq!(row(&out, "192.0.2.8")[9], "50.0", "{out}");
@@ -73,7 +88,11 @@ fn status_and_override_from_the_config() {
     // The table shows the drain, and the other member's whole share.
     let (_, out, _) = ctl(&cfg, &["status"]);
     let r = row(&out, "192.0.2.7");
-    assert_eq!((r[4].as_str(), r[5].as_str(), r[9].as_str()), ("drain", "drained", "-"), "{out}");
+    assert_eq!(
+        (r[4].as_str(), r[5].as_str(), r[9].as_str()),
+        ("drain", "drained", "-"),
+        "{out}"
+    );
     assert_eq!(row(&out, "192.0.2.8")[9], "100.0", "{out}");
     assert!(out.contains("override: 192.0.2.7 drain"), "{out}");
     // The audit line names the token ctl took from the config's file.
@@ -135,7 +154,10 @@ fn lookup_server_shows_the_live_decision() {
     let (code, live, err) = run(&a);
     assert_eq!(code, 0, "{err}");
     assert!(live.starts_with("view:     the running server"), "{live}");
-    assert!(live.contains("192.0.2.8") && line(&live, "answer:").contains("192.0.2.8"), "{live}");
+    assert!(
+        live.contains("192.0.2.8") && line(&live, "answer:").contains("192.0.2.8"),
+        "{live}"
+    );
     assert!(!line(&live, "answer:").contains("192.0.2.7"), "{live}");
     assert!(line(&live, "  192.0.2.7").contains("drained"), "{live}");
     assert!(line(&live, "balance:").contains("1 of 2"), "{live}");
@@ -146,11 +168,19 @@ fn lookup_server_shows_the_live_decision() {
     let (code, offline, err) = run(&a);
     assert_eq!(code, 0, "{err}");
     assert!(offline.starts_with("view:     offline"), "{offline}");
-    for w in ["overrides", "runtime weights", "no health check", "--server"] {
+    for w in [
+        "overrides",
+        "runtime weights",
+        "no health check",
+        "--server",
+    ] {
         assert!(line(&offline, "view:").contains(w), "{offline}");
     }
     assert!(line(&offline, "answer:").contains("192.0.2.7"), "{offline}");
-    assert!(line(&offline, "  192.0.2.7").contains("usable"), "{offline}");
+    assert!(
+        line(&offline, "  192.0.2.7").contains("usable"),
+        "{offline}"
+    );
 
     // Errors come back as the offline form gives them, exit 1.
     let (code, _, err) = run(&[

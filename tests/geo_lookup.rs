@@ -419,11 +419,18 @@ fn the_running_server_explains_the_same_geo_decision() {
             client,
         ]);
         assert_eq!(rc, 0, "{client}: {err}");
-        assert!(field(&live, "view").starts_with("the running server"), "{live}");
+        assert!(
+            field(&live, "view").starts_with("the running server"),
+            "{live}"
+        );
         assert!(field(&live, "location").starts_with("not shown"), "{live}");
         assert!(!live.contains("warning:"), "{live}");
         let pools = |out: &str| field(out, "rule").rsplit("->").next().unwrap().to_string();
-        assert_eq!(pools(&live), pools(&offline), "{client}:\n{live}\n{offline}");
+        assert_eq!(
+            pools(&live),
+            pools(&offline),
+            "{client}:\n{live}\n{offline}"
+        );
         assert_eq!(
             (answer_addrs(&live), scope_of(&live)),
             (answer_addrs(&offline), scope_of(&offline)),

@@ -93,7 +93,11 @@ fn meridian_man_page_has_one_synopsis_and_the_daemon_sections() {
     ] {
         assert_eq!(count(s), 1, "{s} in {secs:?}");
     }
-    assert_eq!(secs.last().map(String::as_str), Some("SEE ALSO"), "{secs:?}");
+    assert_eq!(
+        secs.last().map(String::as_str),
+        Some("SEE ALSO"),
+        "{secs:?}"
+    );
     // The synopsis has a line per command, with the option values.
     let synopsis: String = man
         .split(".SH SYNOPSIS\n")
@@ -101,7 +105,11 @@ fn meridian_man_page_has_one_synopsis_and_the_daemon_sections() {
         .and_then(|r| r.split("\n.SH ").next())
         .unwrap()
         .to_string();
-    for cmd in ["meridian serve", "meridian ctl status", "meridian dnssec ds"] {
+    for cmd in [
+        "meridian serve",
+        "meridian ctl status",
+        "meridian dnssec ds",
+    ] {
         assert!(synopsis.contains(&format!("\\fB{cmd}\\fR")), "{synopsis}");
     }
     assert!(
@@ -109,7 +117,14 @@ fn meridian_man_page_has_one_synopsis_and_the_daemon_sections() {
         "{synopsis}"
     );
     // What the daemon does on each signal, the variables it reads, its exits.
-    for word in ["SIGHUP", "SIGTERM", "SIGINT", "RUST_LOG", "NO_COLOR", "meridian.toml"] {
+    for word in [
+        "SIGHUP",
+        "SIGTERM",
+        "SIGINT",
+        "RUST_LOG",
+        "NO_COLOR",
+        "meridian.toml",
+    ] {
         assert!(man.contains(word), "man page lacks {word}");
     }
     let exit = man.split(".SH \"EXIT STATUS\"").nth(1).unwrap();

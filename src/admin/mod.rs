@@ -304,7 +304,12 @@ fn lookup(e: &crate::engine::Engine, query: &str) -> Reply {
             "name" => name = Some(v.into_owned()),
             "client" => client = Some(v.into_owned()),
             "type" => qtype = v.into_owned(),
-            other => return error(StatusCode::BAD_REQUEST, format!("unknown parameter {other:?}")),
+            other => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    format!("unknown parameter {other:?}"),
+                )
+            }
         }
     }
     let (Some(name), Some(client)) = (name, client) else {

@@ -15,7 +15,8 @@ use crate::zone::{name_text, wire_name};
 use meridian_wire::{ClientSubnet, QueryBuilder, TYPE_A, TYPE_AAAA};
 
 /// What the offline form cannot know, said on its first line.
-pub const OFFLINE_VIEW: &str = "view:     offline, the config alone: no health check run, no operator \
+pub const OFFLINE_VIEW: &str =
+    "view:     offline, the config alone: no health check run, no operator \
 overrides, no runtime weights (--server ADDR shows the live decision)";
 
 /// `meridian lookup`: how `name` is answered for `client` ("ADDR" or

@@ -89,7 +89,8 @@ fn member_rows(members: &[Value]) -> String {
 
 /// Pool families: POOL FAMILY USABLE MIN_UP PASSING STATE.
 fn pool_rows(pools: &[Value]) -> String {
-    let mut rows = vec![["POOL", "FAMILY", "USABLE", "MIN_UP", "PASSING", "STATE"].map(String::from)];
+    let mut rows =
+        vec![["POOL", "FAMILY", "USABLE", "MIN_UP", "PASSING", "STATE"].map(String::from)];
     for p in pools {
         let state = match (p["up"] == true, p["panic"] == true) {
             (_, true) => "panic (every member not taken out answers)",
@@ -101,7 +102,10 @@ fn pool_rows(pools: &[Value]) -> String {
             text(&p["family"]),
             format!("{}/{}", p["up_members"], p["members"]),
             num(&p["min_up"]),
-            format!("{:.0} %", p["passing_share"].as_f64().unwrap_or(0.0) * 100.0),
+            format!(
+                "{:.0} %",
+                p["passing_share"].as_f64().unwrap_or(0.0) * 100.0
+            ),
             state.to_string(),
         ]);
     }
@@ -197,7 +201,10 @@ mod tests {
         let line = |a: &str| t.lines().find(|l| l.contains(a)).unwrap().to_string();
         assert!(line("192.0.2.1 ").ends_with("75.0 %"), "{t}");
         assert!(line("192.0.2.2:80").ends_with(" -"), "{t}");
-        let words: Vec<String> = line("192.0.2.2:80").split_whitespace().map(String::from).collect();
+        let words: Vec<String> = line("192.0.2.2:80")
+            .split_whitespace()
+            .map(String::from)
+            .collect();
         assert_eq!(words[4..6], ["drain", "drained"], "{t}");
         assert!(line("192.0.2.3").contains("usable, slow start"), "{t}");
         assert!(line("[2001:db8::1]:80").ends_with("100.0 %"), "{t}");

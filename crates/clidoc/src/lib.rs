@@ -13,8 +13,8 @@
 
 use std::io::Write;
 
-pub use clap_complete::Shell;
 use clap::ArgAction;
+pub use clap_complete::Shell;
 use roff::{bold, italic, roman, Inline, Roff};
 
 /// A section clap cannot generate: a title, an optional paragraph, then
@@ -194,9 +194,7 @@ fn quiet(c: &clap::Command, full: &str) -> clap::Command {
 }
 
 /// What `render` writes, as text.
-fn render(
-    f: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
-) -> std::io::Result<String> {
+fn render(f: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> std::io::Result<String> {
     let mut buf = Vec::new();
     f(&mut buf)?;
     String::from_utf8(buf).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))

@@ -225,14 +225,11 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Ecs(args) => run_ecs(args),
         Command::Rotation(args) => run_rotation(args),
-        Command::Man => meridian_clidoc::man_page(
-            Cli::command(),
-            "1",
-            MAN_SECTIONS,
-            &mut std::io::stdout(),
-        )
-            .map(|()| ExitCode::SUCCESS)
-            .map_err(|e| e.to_string()),
+        Command::Man => {
+            meridian_clidoc::man_page(Cli::command(), "1", MAN_SECTIONS, &mut std::io::stdout())
+                .map(|()| ExitCode::SUCCESS)
+                .map_err(|e| e.to_string())
+        }
         Command::Completions { shell } => {
             meridian_clidoc::completions(Cli::command(), shell, &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)

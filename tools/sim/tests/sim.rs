@@ -25,9 +25,12 @@ fn get(s: &HashMap<(String, String), f64>, variant: &str, metric: &str) -> f64 {
         .unwrap_or_else(|| panic!("no {metric:?} for {variant:?} in {s:?}"))
 }
 
+/// One table cell: (variant, metric, cell text).
+type Cell = (String, String, String);
+
 /// The Markdown tables on stdout: per scenario (`## NAME: title`), its
-/// (variant, metric, cell text) triples.
-fn tables(stdout: &str) -> Vec<(String, Vec<(String, String, String)>)> {
+/// cells.
+fn tables(stdout: &str) -> Vec<(String, Vec<Cell>)> {
     let cells = |l: &str| -> Vec<String> {
         l.trim()
             .trim_matches('|')
@@ -35,7 +38,7 @@ fn tables(stdout: &str) -> Vec<(String, Vec<(String, String, String)>)> {
             .map(|c| c.trim().to_string())
             .collect()
     };
-    let mut out: Vec<(String, Vec<(String, String, String)>)> = Vec::new();
+    let mut out: Vec<(String, Vec<Cell>)> = Vec::new();
     let mut header: Vec<String> = Vec::new();
     for l in stdout.lines() {
         if let Some(rest) = l.strip_prefix("## ") {
