@@ -1,6 +1,7 @@
 //! `meridian ctl`: drive a running server through its HTTP API, as
-//! `gdnsdctl` and `knotc` do: `status`, `override`, `weight`, `reload` and
-//! `stop`.
+//! `gdnsdctl` and `knotc` do: `status` (tables, or `--json`), `override`,
+//! `weight`, `reload` and `stop`; and `meridian lookup --server` (`GET
+//! /lookup`).
 //! The API address and the token come from the server's config file
 //! (`[server] http_listen`, `[api] tokens`) or from `--api` and
 //! `--token-file`. A plain HTTP/1.1 client over one connection: the API
