@@ -234,8 +234,17 @@ fn reload_and_stop() {
 
 #[test]
 fn no_api_address_is_a_clear_error() {
-    let (_dir, cfg) = setup("ctl-noapi", BODY);
+    let (dir, cfg) = setup("ctl-noapi", BODY);
     let (code, _, err) = ctl(&cfg, &["status"]);
     assert_eq!(code, 1);
     assert!(err.contains("--api"), "{err}");
+    // `http_listen = "none"` is the API off, said as such (not dialled).
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    dir.write(
+        "meridian.toml",
+        &text.replace("[server]\n", "[server]\nhttp_listen = \"none\"\n"),
+    );
+    let (code, _, err) = ctl(&cfg, &["status"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("turns the API off"), "{err}");
 }
