@@ -2,9 +2,11 @@
 //!
 //! The modules form layers, each using only those below it (ARCHITECTURE.md
 //! lists the order; `tests/layers.rs` enforces it). From the bottom:
-//! `error`, `rng` and `metrics`; `config`; `zone`, `geo`, `pool`, `dnssec` (key files) and
-//! `health`; `engine` (config → immutable serving state); `answer` (query
-//! → response); `transport` (UDP and TCP) and `cli`; `admin` (the HTTP
+//! `error` and `metrics`; `zone`, `geo`, `pool`, `health` and `dnssec` (key
+//! files); `config` (the file checked into those modules' types) and
+//! `balance` (the balancing decisions); `engine` (config → immutable
+//! serving state); `answer` (query → response); `transport` (UDP and TCP)
+//! and `cli`; `fleet` (etcd, cargo feature `fleet`); `admin` (the HTTP
 //! API); `daemon` (the process). The message format itself is the
 //! `meridian-wire` crate, below all of them.
 

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
-use meridian_clidoc::Shell;
+use meridian_clidoc::{Section, Shell};
 
 use meridian::engine::Engine;
 
@@ -66,11 +66,30 @@ enum Cmd {
         #[arg(long, short)]
         config: PathBuf,
     },
-    /// Show how a name is answered for a client, without starting a server.
+    /// Show how a name is answered for a client, and why: from the config
+    /// alone, or from a running server with --server.
+    ///
+    /// Without --server it builds the config's engine and answers one query
+    /// through it: no health check has run, and the operator's overrides
+    /// and runtime weights, which only the running server holds, are not
+    /// applied, so a drained or failed member may show as usable. With
+    /// --server ADDR it asks that server's HTTP API (GET /lookup), which
+    /// answers from the engine it is serving, with live health, overrides
+    /// and runtime weights; --config then only supplies the token file, as
+    /// for ctl.
     Lookup {
-        /// The config file (TOML).
-        #[arg(long, short)]
-        config: PathBuf,
+        /// The config file (TOML); with --server, only for its [api] tokens.
+        #[arg(long, short, required_unless_present = "server")]
+        config: Option<PathBuf>,
+        /// Ask the running server whose HTTP API is at HOST:PORT (or http://HOST:PORT).
+        #[arg(long, value_name = "URL")]
+        server: Option<String>,
+        /// With --server: a token file (lines of NAME SCOPE SECRET; default: the config's [api] tokens).
+        #[arg(long, value_name = "PATH", requires = "server")]
+        token_file: Option<PathBuf>,
+        /// With --server: the token to use, by name.
+        #[arg(long, value_name = "NAME", requires = "server")]
+        token: Option<String>,
         /// The name to look up, e.g. geo.example.test.
         #[arg(long)]
         name: String,
@@ -126,8 +145,12 @@ enum Cmd {
 
 #[derive(Subcommand)]
 enum CtlCmd {
-    /// Print the server's /status: members, pools, overrides and weights (JSON).
-    Status,
+    /// Print the server's /status as tables: each member's health, override, standing, weights and share; each pool family; the overrides and weights in force.
+    Status {
+        /// Print the /status JSON document instead (every field, for scripts).
+        #[arg(long)]
+        json: bool,
+    },
     /// Force a member's state: up, down, drain, or none to clear it.
     Override {
         /// The member's address (an IPv4 or IPv6 address, or ADDRESS:PORT, [v6]:PORT).
@@ -225,6 +248,56 @@ enum FleetCmd {
     },
 }
 
+/// The man page's sections clap cannot know: what `main` exits with, the
+/// environment and files read, the signals `serve` handles (`daemon::serve`).
+const MAN_SECTIONS: &[Section<'static>] = &[
+    Section {
+        title: "EXIT STATUS",
+        text: "",
+        items: &[
+            ("0", "Success: check found the config valid; serve stopped on SIGTERM, SIGINT or ctl stop; a command did what it was asked."),
+            ("1", "Failure: check found an error (the message names the file and line); serve could not load the config, bind an address (another meridian holds it: see --replace) or start; ctl's request was refused or failed (a reload whose config did not load); lookup could not answer; a dnssec or fleet command failed."),
+            ("2", "Usage error: an unknown command or option, or a bad argument value (also a bad --listen address)."),
+        ],
+    },
+    Section {
+        title: "ENVIRONMENT",
+        text: "",
+        items: &[
+            ("RUST_LOG", "A log filter (target=level, comma-separated, as [server] log takes) that replaces the config's log setting for serve."),
+            ("NO_COLOR", "Any non-empty value turns off colour in the log (which is only coloured when standard error is a terminal)."),
+            ("USER", "fleet push records it, with the host name, as who pushed a revision (builds with the fleet feature)."),
+        ],
+    },
+    Section {
+        title: "FILES",
+        text: "Paths in the config are relative to the config file's directory.",
+        items: &[
+            ("/etc/meridian/meridian.toml", "The config (TOML), given with --config; the systemd unit in contrib/ and the packages use this path."),
+            ("zone files", "Master files named by [[zone]] file, with their $INCLUDE files; a reload rereads those whose size, mtime or inode changed."),
+            ("geo database", "The MaxMind-format database of [geo] database; serve reloads when its mtime changes."),
+            ("token file", "[api] tokens: lines of NAME SCOPE SECRET for the HTTP API (and for ctl and lookup --server). Keep it mode 0600: check warns when every user can read it."),
+            ("K<zone>.+<alg>+<tag>.key, .private", "DNSSEC key pairs (BIND format) a signed zone's dnssec keys name; dnssec keygen writes them, the .private file mode 0600."),
+            ("query log", "[server] query_log = \"file:PATH\": the dnstap query log, reopened on reload (or unix:PATH, a collector's socket)."),
+            ("fleet-state/", "[fleet] state_dir (default fleet-state beside the config): the config revisions fleet push stored, which a fleet node serves."),
+            ("@meridian:ADDR:PORT", "Not a file: the abstract Unix socket serve holds per listen address so that a second instance refuses to start (ss -xlp shows it)."),
+        ],
+    },
+    Section {
+        title: "SIGNALS",
+        text: "serve handles:",
+        items: &[
+            ("SIGHUP", "Reload the config, zones and geo database, as ctl reload does. A new config that does not load is logged and the running one kept."),
+            ("SIGTERM, SIGINT", "Stop: the listeners close, queries already received are answered (TCP answers in flight get up to 2 s), the query log is flushed, and the process exits 0. --replace sends SIGTERM to the instance it takes over from."),
+        ],
+    },
+    Section {
+        title: "SEE ALSO",
+        text: "meridian-probe(1), dig(1), knotc(8), gdnsd(8). The manual (an mdBook in docs/) covers the config keys, the HTTP API, reloads and DNSSEC.",
+        items: &[],
+    },
+];
+
 /// A runtime weight as `ctl weight` takes it, checked before it is sent.
 fn parse_weight_arg(s: &str) -> Result<String, String> {
     meridian::engine::parse_weight(s).map(|_| s.trim().to_string())
@@ -235,7 +308,7 @@ fn main() -> ExitCode {
     match cli.cmd {
         Cmd::Man => {
             let mut page = Vec::new();
-            match meridian_clidoc::man_page(Cli::command(), "8", &mut page) {
+            match meridian_clidoc::man_page(Cli::command(), "8", MAN_SECTIONS, &mut page) {
                 Ok(()) => print_out(&page),
                 Err(e) => {
                     eprintln!("meridian: {e}");
@@ -299,7 +372,7 @@ fn main() -> ExitCode {
         } => {
             use meridian::cli::ctl::{run, Action, Target};
             let action = match action {
-                CtlCmd::Status => Action::Status,
+                CtlCmd::Status { json } => Action::Status { json },
                 CtlCmd::Override {
                     address,
                     state,
@@ -328,10 +401,7 @@ fn main() -> ExitCode {
                 token,
             };
             match run(&target, &action) {
-                Ok(text) => {
-                    println!("{text}");
-                    ExitCode::SUCCESS
-                }
+                Ok(text) => print_out(format!("{text}\n").as_bytes()),
                 Err(e) => {
                     eprintln!("{e}");
                     ExitCode::from(1)
@@ -343,16 +413,42 @@ fn main() -> ExitCode {
         Cmd::Fleet { action } => fleet(action),
         Cmd::Lookup {
             config,
+            server,
+            token_file,
+            token,
             name,
             qtype,
             client,
-        } => match meridian::cli::lookup::lookup(&config, &name, &qtype, &client) {
-            Ok(text) => print_out(text.as_bytes()),
-            Err(e) => {
-                eprintln!("{e}");
-                ExitCode::from(1)
+        } => {
+            let out = match (server, config) {
+                (Some(api), config) => {
+                    let target = meridian::cli::ctl::Target {
+                        config,
+                        api: Some(api),
+                        token_file,
+                        token,
+                    };
+                    let action = meridian::cli::ctl::Action::Lookup {
+                        name,
+                        qtype,
+                        client,
+                    };
+                    meridian::cli::ctl::run(&target, &action).map(|t| t + "\n")
+                }
+                (None, Some(config)) => {
+                    meridian::cli::lookup::lookup(&config, &name, &qtype, &client)
+                }
+                // clap requires --config without --server.
+                (None, None) => Err("lookup: give --config, or --server".into()),
+            };
+            match out {
+                Ok(text) => print_out(text.as_bytes()),
+                Err(e) => {
+                    eprintln!("{e}");
+                    ExitCode::from(1)
+                }
             }
-        },
+        }
     }
 }
 

@@ -52,6 +52,15 @@ fn a_cross_site_request_drains_nothing() {
     );
     assert_eq!(code, 403, "{body}");
     assert!(body.contains("Origin"), "{body}");
+    // The refusal's audit line names the valid token that was sent.
+    assert!(
+        s.wait_log(
+            &format!("api write: token tester POST {DRAIN} -> 403"),
+            Duration::from_secs(5)
+        ),
+        "the refused Origin write is not logged with its token: {:?}",
+        s.stderr.lock().unwrap()
+    );
     assert_eq!(overrides(api), 0, "{}", status(api));
     assert_eq!(ask(&s, "www.health.test.").addrs, set(&["192.0.2.7"]));
 }

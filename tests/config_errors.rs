@@ -388,3 +388,14 @@ fn subdivisions_the_database_never_has_are_warned_about() {
     assert!(warn[0].contains("\"US-ZZ\""), "{err}");
     assert!(!err.contains("US-CA"), "{err}");
 }
+
+#[test]
+fn member_address_with_a_port_points_to_the_table_form() {
+    // "192.0.2.13:80" on line 8: the port goes in `{ address, port }`.
+    assert_error(
+        "bad/member_port.toml",
+        "bad/member_port.toml",
+        8,
+        &["192.0.2.13:80", "{ address = \"192.0.2.13\", port = 80 }"],
+    );
+}

@@ -390,3 +390,51 @@ fn agrees_with_the_server() {
         );
     }
 }
+
+#[test]
+fn the_running_server_explains_the_same_geo_decision() {
+    // A serving engine has dropped the database: `--server` gives the
+    // compiled decision (no location), never a false "disagrees" warning.
+    let api = format!("127.0.0.1:{}", common::free_port());
+    let _s = Server::start(&example_config(), &["--http-listen", &api]);
+    let cfg = example_config();
+    for (client, t) in [
+        ("8.8.8.0/24", "A"),
+        ("85.214.1.0/24", "A"),
+        ("203.0.0.0/24", "A"),
+        ("2a00:1450:4001::/48", "AAAA"),
+        ("10.1.2.3", "A"),
+    ] {
+        let (rc, offline, err) = lookup(&cfg, "geo.example.test", t, client);
+        assert_eq!(rc, 0, "{err}");
+        let (rc, live, err) = run(&[
+            "lookup",
+            "--server",
+            &api,
+            "--name",
+            "geo.example.test",
+            "--type",
+            t,
+            "--client",
+            client,
+        ]);
+        assert_eq!(rc, 0, "{client}: {err}");
+        assert!(
+            field(&live, "view").starts_with("the running server"),
+            "{live}"
+        );
+        assert!(field(&live, "location").starts_with("not shown"), "{live}");
+        assert!(!live.contains("warning:"), "{live}");
+        let pools = |out: &str| field(out, "rule").rsplit("->").next().unwrap().to_string();
+        assert_eq!(
+            pools(&live),
+            pools(&offline),
+            "{client}:\n{live}\n{offline}"
+        );
+        assert_eq!(
+            (answer_addrs(&live), scope_of(&live)),
+            (answer_addrs(&offline), scope_of(&offline)),
+            "{client}:\n{live}\n{offline}"
+        );
+    }
+}

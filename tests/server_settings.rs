@@ -55,6 +55,41 @@ fn http_listen_must_be_an_address() {
 }
 
 #[test]
+fn http_listen_none_in_the_file_turns_the_api_off() {
+    // As `--http-listen none` does, and as the manual says.
+    accepted("http_listen = \"none\"");
+    // And `serve` starts with it (no --http-listen on the command line).
+    let dir = TempDir::new("server-settings-none");
+    let port = free_port();
+    let zone = root().join("zones/example.test.zone");
+    let cfg = dir.write(
+        "meridian.toml",
+        &format!(
+            "[server]\nlisten = [\"127.0.0.1:{port}\"]\nhttp_listen = \"none\"\n\n[[zone]]\norigin = \"example.test.\"\nfile = {:?}\n",
+            zone.display().to_string()
+        ),
+    );
+    let mut child = std::process::Command::new(BIN)
+        .args(["serve", "--config", cfg.to_str().unwrap(), "--workers", "1"])
+        .arg("--allow-root")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = child.stderr.take().unwrap();
+    let lines: Vec<String> = std::io::BufRead::lines(std::io::BufReader::new(err))
+        .map_while(Result::ok)
+        .take_while(|l| !l.contains("meridian: ready"))
+        .collect();
+    let ready = matches!(child.try_wait(), Ok(None));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(ready, "serve did not start: {lines:?}");
+    assert!(!lines.iter().any(|l| l.contains("http")), "{lines:?}");
+}
+
+#[test]
 fn tcp_timeouts_have_a_range() {
     refused("tcp_idle_timeout_ms = 0", &["tcp_idle_timeout_ms", "100"]);
     refused("tcp_read_timeout_ms = 0", &["tcp_read_timeout_ms", "100"]);

@@ -57,12 +57,19 @@ fn bearer(req: &Request<Incoming>) -> Option<&str> {
         .then_some(secret.trim())
 }
 
+/// The valid token the request carries, if any, whether or not it is
+/// allowed what the request asks: the audit line names it even when the
+/// write is refused for another reason (an `Origin`).
+pub(super) fn sent<'a>(req: &Request<Incoming>, api: &'a ApiSettings) -> Option<&'a Token> {
+    bearer(req).and_then(|s| api.token(s))
+}
+
 /// A read: open, unless `read_needs_token`; then any valid token.
 pub(super) fn reader<'a>(
     req: &Request<Incoming>,
     api: &'a ApiSettings,
 ) -> Result<Option<&'a Token>, String> {
-    let token = bearer(req).and_then(|s| api.token(s));
+    let token = sent(req, api);
     if api.read_needs_token && token.is_none() {
         return Err("this API needs a token for reads too (Authorization: Bearer SECRET)".into());
     }

@@ -1,5 +1,6 @@
 //! The HTTP API server and its routes: `GET /metrics` (`prometheus`),
-//! `GET /status` (`status`), the operator overrides (`overrides`), the
+//! `GET /status` (`status`), `GET /lookup` (one answer explained on the
+//! live engine, as `meridian lookup` does offline), the operator overrides (`overrides`), the
 //! runtime weights (`weights`), and
 //! `POST /reload` and `POST /stop` (handed to the daemon as [`Command`]s).
 //! HTTP/1.1 by hyper, keep-alive allowed, at most [`MAX_CONNECTIONS`] at
@@ -152,7 +153,7 @@ enum Access {
 fn access(method: &Method, path: &str) -> Access {
     let write = matches!(*method, Method::POST | Method::PUT | Method::DELETE);
     match path {
-        "/metrics" | "/status" if method == Method::GET => Access::Read,
+        "/metrics" | "/status" | "/lookup" if method == Method::GET => Access::Read,
         "/reload" | "/stop" if method == Method::POST => Access::Write,
         p if (p.starts_with("/override/") || p.starts_with("/weight/")) && write => Access::Write,
         _ => Access::None,
@@ -176,7 +177,7 @@ async fn handle(api: Arc<Api>, local: std::net::SocketAddr, req: Request<Incomin
             Ok(t) => Some(t),
             Err(why) => {
                 let r = forbidden(why);
-                audit(&req, None, &r);
+                audit(&req, auth::sent(&req, settings), &r);
                 return r;
             }
         },
@@ -310,7 +311,15 @@ async fn route(
             .await
         }
         "/status" if method == Method::GET => render(&api, |api| status(&api.admin)).await,
-        "/metrics" | "/status" => method_not_allowed("GET"),
+        "/lookup" if method == Method::GET => {
+            let (admin, query) = (api.admin.clone(), query.to_string());
+            blocking(move || {
+                admin.weights.catch_up(&admin.server.engine.load());
+                lookup(&admin.server.engine.load(), &query)
+            })
+            .await
+        }
+        "/metrics" | "/status" | "/lookup" => method_not_allowed("GET"),
         p if p.starts_with("/override/") || p.starts_with("/weight/") => {
             let (method, path, query) = (method.clone(), p.to_string(), query.to_string());
             let admin = api.admin.clone();
@@ -339,6 +348,40 @@ fn status(shared: &Admin) -> Reply {
     let fleet = None;
     let body = status::status_json(&shared.server.engine.load(), &ovr, &wts, fleet);
     reply(StatusCode::OK, "application/json", body)
+}
+
+/// `GET /lookup?name=NAME&client=ADDR[/LEN][&type=A|AAAA]`: what
+/// `meridian lookup` prints, from the engine serving now (live health,
+/// overrides and runtime weights); 400 with the reason when it cannot say.
+fn lookup(e: &crate::engine::Engine, query: &str) -> Reply {
+    let (mut name, mut client, mut qtype) = (None, None, "A".to_string());
+    for (k, v) in form_urlencoded::parse(query.as_bytes()) {
+        match &*k {
+            "name" => name = Some(v.into_owned()),
+            "client" => client = Some(v.into_owned()),
+            "type" => qtype = v.into_owned(),
+            other => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    format!("unknown parameter {other:?}"),
+                )
+            }
+        }
+    }
+    let (Some(name), Some(client)) = (name, client) else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "give name=NAME and client=ADDR[/LEN] (and type=A or AAAA)".into(),
+        );
+    };
+    let view = format!(
+        "view:     the running server (engine generation {}): live health, overrides and runtime weights",
+        e.generation
+    );
+    match crate::cli::lookup::explain(e, &name, &qtype, &client, "this server", &view) {
+        Ok(text) => reply(StatusCode::OK, "text/plain; charset=utf-8", text),
+        Err(msg) => error(StatusCode::BAD_REQUEST, msg),
+    }
 }
 
 fn unavailable() -> Reply {

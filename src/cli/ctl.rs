@@ -1,6 +1,7 @@
 //! `meridian ctl`: drive a running server through its HTTP API, as
-//! `gdnsdctl` and `knotc` do: `status`, `override`, `weight`, `reload` and
-//! `stop`.
+//! `gdnsdctl` and `knotc` do: `status` (tables, or `--json`), `override`,
+//! `weight`, `reload` and `stop`; and `meridian lookup --server` (`GET
+//! /lookup`).
 //! The API address and the token come from the server's config file
 //! (`[server] http_listen`, `[api] tokens`) or from `--api` and
 //! `--token-file`. A plain HTTP/1.1 client over one connection: the API
@@ -16,8 +17,22 @@ use crate::config::{api, ApiSettings, Scope, Source, Token};
 /// What to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
-    /// `GET /status`, printed as indented JSON.
-    Status,
+    /// `GET /status`: a table of members and pools, or with `json` the
+    /// document as the server sent it (indented).
+    Status {
+        /// Print the JSON document instead of the table.
+        json: bool,
+    },
+    /// `GET /lookup?name=NAME&type=TYPE&client=CLIENT`: the running
+    /// server's answer for one client, explained (`meridian lookup --server`).
+    Lookup {
+        /// The name, e.g. geo.example.test.
+        name: String,
+        /// A or AAAA.
+        qtype: String,
+        /// The client address or subnet (ADDR or ADDR/LEN).
+        client: String,
+    },
     /// `POST /override/ADDRESS?state=STATE[&port=PORT]`.
     Override {
         /// The member address (`192.0.2.1`, `2001:db8::1`, `[v6]:port`).
@@ -58,10 +73,23 @@ pub struct Target {
 /// Run `action`; Ok(text to print) or Err(message), both ending without a newline.
 pub fn run(t: &Target, action: &Action) -> Result<String, String> {
     let (authority, tokens) = resolve(t)?;
-    let write = *action != Action::Status;
+    let write = !matches!(action, Action::Status { .. } | Action::Lookup { .. });
     let token = pick(&tokens, t.token.as_deref(), write)?;
     let (method, path) = match action {
-        Action::Status => ("GET", "/status".to_string()),
+        Action::Status { .. } => ("GET", "/status".to_string()),
+        Action::Lookup {
+            name,
+            qtype,
+            client,
+        } => (
+            "GET",
+            format!(
+                "/lookup?name={}&type={}&client={}",
+                enc(name),
+                enc(qtype),
+                enc(client)
+            ),
+        ),
         Action::Override {
             address,
             state,
@@ -82,12 +110,16 @@ pub fn run(t: &Target, action: &Action) -> Result<String, String> {
         Action::Stop => ("POST", "/stop".to_string()),
     };
     let (code, body) = request(&authority, method, &path, token.map(|t| t.secret.as_str()))?;
-    let shown = match serde_json::from_str::<serde_json::Value>(&body) {
-        Ok(v) => serde_json::to_string_pretty(&v).unwrap_or(body.clone()),
+    let json = serde_json::from_str::<serde_json::Value>(&body);
+    let shown = match &json {
+        Ok(v) => serde_json::to_string_pretty(v).unwrap_or(body.clone()),
         Err(_) => body.trim_end().to_string(),
     };
     if (200..300).contains(&code) {
-        Ok(shown)
+        match (action, json) {
+            (Action::Status { json: false }, Ok(v)) => Ok(super::status::status_table(&v)),
+            _ => Ok(shown),
+        }
     } else {
         let msg = serde_json::from_str::<serde_json::Value>(&body)
             .ok()
@@ -97,12 +129,14 @@ pub fn run(t: &Target, action: &Action) -> Result<String, String> {
     }
 }
 
+/// A path segment or query value, percent-encoded.
+fn enc(s: &str) -> String {
+    percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
 /// `/{route}/{address}?{key}={value}[&port={port}]`, the address and value
 /// percent-encoded.
 fn write_path(route: &str, address: &str, key: &str, value: &str, port: Option<u16>) -> String {
-    let enc = |s: &str| {
-        percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
-    };
     let mut p = format!("/{route}/{}?{key}={}", enc(address), enc(value));
     if let Some(port) = port {
         p += &format!("&port={port}");
@@ -130,6 +164,15 @@ fn resolve(t: &Target) -> Result<(String, Vec<Token>), String> {
         })?;
         if authority.is_none() {
             authority = file.server.http_listen;
+            if authority
+                .as_deref()
+                .is_some_and(|h| h.trim().eq_ignore_ascii_case("none"))
+            {
+                return Err(format!(
+                    "meridian ctl: {} turns the API off (http_listen = \"none\"): give --api HOST:PORT",
+                    cfg.display()
+                ));
+            }
         }
         if t.token_file.is_none() {
             tokens = ApiSettings::from_cfg(&src, &file.api)

@@ -1,5 +1,6 @@
-//! `meridian lookup`: how a name is answered for a client, and why, without
-//! a server.
+//! `meridian lookup`: how a name is answered for a client, and why: from
+//! the config alone (the configured view), or from a running server
+//! (`--server`, through its API's `GET /lookup`: the live view).
 
 use std::net::IpAddr;
 use std::path::Path;
@@ -13,15 +14,39 @@ use crate::pool::Mode;
 use crate::zone::{name_text, wire_name};
 use meridian_wire::{ClientSubnet, QueryBuilder, TYPE_A, TYPE_AAAA};
 
+/// What the offline form cannot know, said on its first line.
+pub const OFFLINE_VIEW: &str =
+    "view:     offline, the config alone: no health check run, no operator \
+overrides, no runtime weights (--server ADDR shows the live decision)";
+
 /// `meridian lookup`: how `name` is answered for `client` ("ADDR" or
-/// "ADDR/LEN"), without a server. The query goes through the same answer
-/// path the server runs ([`Engine::answer`]), with the client as both the
-/// ECS subnet (ADDR/LEN; no LEN = a /32 or /128) and the transport source,
-/// and [`crate::geo::GeoMap::explain`] says why. Health is as at start-up
-/// (no checks have run). A name that is not pool- or geo-backed is an error
-/// (exit 1) whose message shows the zone's static answer (scope 0).
+/// "ADDR/LEN"), without a server: [`explain`] on the engine the config
+/// builds. That engine has no live state: every member is as at start-up,
+/// before any health check, and the operator's overrides and runtime
+/// weights (kept by the running server) are not applied.
 pub fn lookup(config: &Path, name: &str, qtype: &str, client: &str) -> Result<String, String> {
     let e = Engine::load(config).map_err(|e| e.to_string())?;
+    let served_by = config.display().to_string();
+    explain(&e, name, qtype, client, &served_by, OFFLINE_VIEW)
+}
+
+/// How `name` is answered for `client` by `e`, and why. The query goes
+/// through the same answer path the server runs ([`Engine::answer`]), with
+/// the client as both the ECS subnet (ADDR/LEN; no LEN = a /32 or /128)
+/// and the transport source, and [`crate::geo::GeoMap::explain`] says why.
+/// `view` is the first line (where the engine's state comes from);
+/// `served_by` names the config in errors. A name that is not pool- or
+/// geo-backed is an error whose message shows the zone's static answer
+/// (scope 0). The running server calls this on its live engine (`GET
+/// /lookup`), so overrides, runtime weights and health are applied there.
+pub fn explain(
+    e: &Engine,
+    name: &str,
+    qtype: &str,
+    client: &str,
+    served_by: &str,
+    view: &str,
+) -> Result<String, String> {
     let qtype = qtype.to_ascii_uppercase();
     let (v6, rtype) = match qtype.as_str() {
         "A" => (false, TYPE_A),
@@ -36,8 +61,7 @@ pub fn lookup(config: &Path, name: &str, qtype: &str, client: &str) -> Result<St
     let qtext = name_text(&wire);
     if e.zone_for(&wire).is_none() {
         return Err(format!(
-            "lookup: {qtext} is not in any zone served by {}",
-            config.display()
+            "lookup: {qtext} is not in any zone served by {served_by}"
         ));
     }
 
@@ -86,7 +110,7 @@ pub fn lookup(config: &Path, name: &str, qtype: &str, client: &str) -> Result<St
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let mut s = String::new();
+    let mut s = format!("{view}\n");
     let via = if binding.name != qtext {
         format!(" (answered by {})", binding.name)
     } else {
@@ -137,13 +161,20 @@ pub fn lookup(config: &Path, name: &str, qtype: &str, client: &str) -> Result<St
                 }
                 _ => s += &format!("client:   {client_text}, decided on {at}\n"),
             }
-            match (&d.location, &d.db_network) {
-                (Some(l), Some(n)) => s += &format!("location: {l} (database network {n})\n"),
-                _ => s += "location: not in the database\n",
-            }
-            s += &format!("rule:     {} -> pools {}\n", d.rule, names(&d.pools));
-            if !d.consistent {
-                s += "warning:  the compiled map disagrees with direct evaluation (a bug)\n";
+            if e.geo.is_none() && e.geo_path.is_some() {
+                // A serving engine dropped the database after compiling it.
+                s += "location: not shown: a running server keeps the compiled decision \
+                      blocks, not the database (the offline form shows the location and rule)\n";
+                s += &format!("rule:     (compiled) -> pools {}\n", names(&d.pools));
+            } else {
+                match (&d.location, &d.db_network) {
+                    (Some(l), Some(n)) => s += &format!("location: {l} (database network {n})\n"),
+                    _ => s += "location: not in the database\n",
+                }
+                s += &format!("rule:     {} -> pools {}\n", d.rule, names(&d.pools));
+                if !d.consistent {
+                    s += "warning:  the compiled map disagrees with direct evaluation (a bug)\n";
+                }
             }
             if map.is_uniform() {
                 why_scope = format!("every client gets pools {}", names(&d.pools));
@@ -214,8 +245,8 @@ pub fn lookup(config: &Path, name: &str, qtype: &str, client: &str) -> Result<St
 }
 
 /// The pool's balancing decision for the family, as `/status` shows it:
-/// each member's standing and effective weight with its factors (health
-/// as at start-up: no check has run).
+/// each member's standing and effective weight with its factors (offline:
+/// as at start-up, no check has run; on a running server: live).
 fn balancing(pool: &crate::pool::Pool, v6: bool, spillover: Option<f64>) -> String {
     let g = pool.gate(v6);
     let share = f64::from(g.share) / f64::from(crate::pool::SHARE_ONE);

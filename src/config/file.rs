@@ -65,7 +65,7 @@ pub struct ServerCfg {
     #[serde(default = "default_tcp_max")]
     pub tcp_max_connections: Spanned<usize>,
     /// `[server] http_listen`: address of the HTTP API (/metrics, /status and
-    /// overrides); off when absent.
+    /// overrides); off when absent or `"none"`.
     #[serde(default)]
     pub http_listen: Option<Spanned<String>>,
     /// `[server] tcp_read_timeout_ms`: time allowed to receive the rest of a

@@ -75,7 +75,7 @@ pub fn pool(
         };
         let ip: IpAddr = addr
             .parse()
-            .map_err(|_| src.err(m.span(), format!("bad member address {addr:?}")))?;
+            .map_err(|_| src.err(m.span(), bad_member(addr)))?;
         let weight = weight.unwrap_or(1);
         if !(1..=65535).contains(&weight) {
             return Err(src.err(m.span(), format!("weight must be 1..=65535, not {weight}")));
@@ -239,4 +239,22 @@ fn duration(v: &toml::Value) -> Option<std::time::Duration> {
     };
     (secs.is_finite() && (1.0..=3600.0).contains(&secs))
         .then(|| std::time::Duration::from_secs_f64(secs))
+}
+
+/// Why a member address does not parse, with the fix for the usual slip:
+/// a port written into the address (`"192.0.2.13:80"`), which belongs in
+/// the table form's `port`.
+fn bad_member(addr: &str) -> String {
+    match addr.trim().parse::<std::net::SocketAddr>() {
+        Ok(sa) => format!(
+            "bad member address {addr:?}: a member is an address without a port; \
+             write {{ address = \"{}\", port = {} }} (the port its health check probes)",
+            sa.ip(),
+            sa.port()
+        ),
+        Err(_) => format!(
+            "bad member address {addr:?}: want an IPv4 or IPv6 address, or a table \
+             {{ address = \"...\", port = N }}"
+        ),
+    }
 }

@@ -207,13 +207,15 @@ impl ServerSettings {
         }
         let http_listen = match &c.http_listen {
             None => None,
+            // As `--http-listen none`: the API off, said explicitly.
+            Some(h) if h.get_ref().trim().eq_ignore_ascii_case("none") => None,
             Some(h) => match parse_listen(h.get_ref()) {
                 Some(_) => Some(h.get_ref().clone()),
                 None => {
                     return Err(src.err(
                         h.span(),
                         format!(
-                            "bad http_listen address {:?} (ADDR:PORT, e.g. 127.0.0.1:8053; leave it out to turn the API off)",
+                            "bad http_listen address {:?} (ADDR:PORT, e.g. 127.0.0.1:8053; \"none\" or leaving it out turns the API off)",
                             h.get_ref()
                         ),
                     ))

@@ -194,14 +194,42 @@ fn parse_subnet(s: &str) -> Result<IpNet, String> {
     Ok(net.trunc())
 }
 
+/// The man page's sections clap cannot know.
+const MAN_SECTIONS: &[meridian_clidoc::Section<'static>] = &[
+    meridian_clidoc::Section {
+        title: "EXIT STATUS",
+        text: "",
+        items: &[
+            ("0", "The probe ran, whatever the verdict."),
+            ("1", "No server gave a usable answer: every query timed out, was unreachable, REFUSED, SERVFAIL or lame."),
+            ("2", "Usage error."),
+        ],
+    },
+    meridian_clidoc::Section {
+        title: "FILES",
+        text: "",
+        items: &[(
+            "/etc/resolv.conf",
+            "Without --server or --resolver: the system resolver that finds the zone's name servers.",
+        )],
+    },
+    meridian_clidoc::Section {
+        title: "SEE ALSO",
+        text: "meridian(8), dig(1).",
+        items: &[],
+    },
+];
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Ecs(args) => run_ecs(args),
         Command::Rotation(args) => run_rotation(args),
-        Command::Man => meridian_clidoc::man_page(Cli::command(), "1", &mut std::io::stdout())
-            .map(|()| ExitCode::SUCCESS)
-            .map_err(|e| e.to_string()),
+        Command::Man => {
+            meridian_clidoc::man_page(Cli::command(), "1", MAN_SECTIONS, &mut std::io::stdout())
+                .map(|()| ExitCode::SUCCESS)
+                .map_err(|e| e.to_string())
+        }
         Command::Completions { shell } => {
             meridian_clidoc::completions(Cli::command(), shell, &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)

@@ -1,6 +1,7 @@
 //! What a scenario leaves behind: a table on stdout, `NAME.csv` (one row
-//! per variant and second), `NAME-summary.csv` (variant, metric, value:
-//! what the table shows, and what the tests read) and `NAME.svg` (a
+//! per variant and second; shares as fractions), `NAME-summary.csv`
+//! (variant, metric, value: what the table shows, in the same units, a
+//! metric named `... %` in percent; what the tests read) and `NAME.svg` (a
 //! hand-written plot: per variant, each member's traffic share and the
 //! share of requests sent to failed or overloaded members).
 
@@ -45,7 +46,7 @@ pub(crate) fn write(r: &Report, dir: &Path) -> std::io::Result<()> {
     let mut s = String::from("variant,metric,value\n");
     for run in &r.runs {
         for (m, v) in &run.metrics {
-            let _ = writeln!(s, "{},{},{v:.4}", run.variant, m);
+            let _ = writeln!(s, "{},{},{:.4}", run.variant, m, shown(m, *v));
         }
     }
     std::fs::write(dir.join(format!("{}-summary.csv", r.name)), s)?;
@@ -71,8 +72,9 @@ pub(crate) fn table(r: &Report) -> String {
     for run in &r.runs {
         let _ = write!(s, "| {} |", run.variant);
         for (m, v) in &run.metrics {
+            let v = shown(m, *v);
             if m.ends_with('%') {
-                let _ = write!(s, " {:.1} |", v * 100.0);
+                let _ = write!(s, " {v:.1} |");
             } else if m.ends_with("ms") || m.ends_with(" s") || m.starts_with("min ") {
                 let _ = write!(s, " {v:.0} |");
             } else {
@@ -84,6 +86,19 @@ pub(crate) fn table(r: &Report) -> String {
     s
 }
 
+/// A metric in the unit its name gives: a name ending in `%` holds a
+/// fraction (0..1) and is shown, in the table and the summary CSV alike,
+/// as a percentage.
+fn shown(metric: &str, v: f64) -> f64 {
+    if metric.ends_with('%') {
+        v * 100.0
+    } else {
+        v
+    }
+}
+
+/// Per variant and second: `share_mN`, `bad` and `slow` are fractions
+/// (0..1) of the requests, as their names (no `%`) say.
 fn csv(r: &Report) -> String {
     let n = r
         .runs

@@ -25,6 +25,39 @@ fn get(s: &HashMap<(String, String), f64>, variant: &str, metric: &str) -> f64 {
         .unwrap_or_else(|| panic!("no {metric:?} for {variant:?} in {s:?}"))
 }
 
+/// One table cell: (variant, metric, cell text).
+type Cell = (String, String, String);
+
+/// The Markdown tables on stdout: per scenario (`## NAME: title`), its
+/// cells.
+fn tables(stdout: &str) -> Vec<(String, Vec<Cell>)> {
+    let cells = |l: &str| -> Vec<String> {
+        l.trim()
+            .trim_matches('|')
+            .split('|')
+            .map(|c| c.trim().to_string())
+            .collect()
+    };
+    let mut out: Vec<(String, Vec<Cell>)> = Vec::new();
+    let mut header: Vec<String> = Vec::new();
+    for l in stdout.lines() {
+        if let Some(rest) = l.strip_prefix("## ") {
+            let name = rest.split(':').next().unwrap_or("").to_string();
+            out.push((name, Vec::new()));
+        } else if l.starts_with("| variant |") {
+            header = cells(l);
+        } else if l.starts_with('|') && !l.starts_with("| ---") {
+            let row = cells(l);
+            let (_, rows) = out.last_mut().expect("a table under a heading");
+            for (metric, cell) in header.iter().zip(&row).skip(1) {
+                rows.push((row[0].clone(), metric.clone(), cell.clone()));
+            }
+        }
+    }
+    assert!(out.len() >= 7, "{stdout}");
+    out
+}
+
 #[test]
 fn rules_move_traffic_the_right_way() {
     let dir = std::env::temp_dir().join(format!("meridian-sim-test-{}", std::process::id()));
@@ -54,6 +87,21 @@ fn rules_move_traffic_the_right_way() {
         }
     }
 
+    // Each summary CSV holds the numbers its table shows, in the units the
+    // metric names give (a `%` metric in percent, not a fraction).
+    for (name, rows) in tables(&stdout) {
+        let s = summary(&dir, &name);
+        for (variant, metric, cell) in rows {
+            let v = get(&s, &variant, &metric);
+            let decimals = cell.split_once('.').map_or(0, |(_, d)| d.len());
+            let shown: f64 = cell.parse().unwrap();
+            assert!(
+                (v - shown).abs() <= 0.5 * 10f64.powi(-(decimals as i32)) + 1e-9,
+                "{name}: {variant} / {metric}: the CSV holds {v}, the table shows {cell}"
+            );
+        }
+    }
+
     // The ejection cap keeps the healthy members under capacity.
     let s = summary(&dir, "bad-deploy");
     let (open, capped) = (
@@ -77,8 +125,9 @@ fn rules_move_traffic_the_right_way() {
             "bad while checks fail %",
         ),
     );
-    assert!(panic < 0.05, "panic still fails {panic}");
-    assert!(none > 0.5, "without panic only {none} failed");
+    // Percentages, as the metric names say.
+    assert!(panic < 5.0, "panic still fails {panic} %");
+    assert!(none > 50.0, "without panic only {none} % failed");
     assert!(get(&s, "every check: panic_below = 0.5 (servfail)", "panic s") > 0.0);
 
     // Latency awareness takes share from the slow member.
