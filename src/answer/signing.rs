@@ -19,7 +19,7 @@ use crate::zone::Node;
 use meridian_wire::writer::{Section, Writer};
 use meridian_wire::*;
 
-use crate::dnssec::sign::{compact_nsec, put_type_bitmap, TYPE_NXNAME};
+use crate::dnssec::sign::{compact_nsec, put_type_bitmap, Validity, TYPE_NXNAME};
 
 /// Slots in a thread's denial cache.
 const SLOTS: usize = 1024;
@@ -28,13 +28,31 @@ const SLOTS: usize = 1024;
 struct Slot {
     tag: u64,
     signer: u64,
+    ttl: u32,
     /// Unix seconds after which the entry is signed again.
     fresh_until: u64,
+    /// The NSEC signed: its owner, then its RDATA. A hit compares them,
+    /// since two NSECs may share a 64-bit tag.
+    nsec: Vec<u8>,
+    owner_len: usize,
     sigs: Vec<u8>,
 }
 
+impl Slot {
+    /// Does the slot hold the signatures of exactly this NSEC?
+    fn holds(&self, t: u64, signer: u64, owner: &[u8], rdata: &[u8], ttl: u32) -> bool {
+        self.tag == t
+            && self.signer == signer
+            && self.ttl == ttl
+            && self.owner_len == owner.len()
+            && self.nsec.len() == owner.len() + rdata.len()
+            && self.nsec[..owner.len()] == *owner
+            && self.nsec[owner.len()..] == *rdata
+    }
+}
+
 /// A thread's cache of online NSEC signatures, direct-mapped by a hash of
-/// (signer, owner, RDATA, TTL); a slot's buffer is reused.
+/// (signer, owner, RDATA, TTL); a slot's buffers are reused.
 pub struct DenialCache {
     slots: Box<[Slot]>,
     rdata: Vec<u8>,
@@ -60,24 +78,48 @@ fn tag(signer: u64, owner: &[u8], rdata: &[u8], ttl: u32) -> u64 {
     h.finish() | 1
 }
 
+/// Signs an NSEC's RDATA into a buffer at a time: its validity.
+type SignFn<'a> = dyn FnMut(&[u8], &mut Vec<u8>, u64) -> Result<Validity, String> + 'a;
+
 impl DenialCache {
     /// The slot holding the RRSIGs of the NSEC (`owner`, `self.rdata`,
     /// `ttl`), signed now if not cached.
     fn sigs(&mut self, s: &ZoneSigner, owner: &[u8], ttl: u32) -> Option<usize> {
         let t = tag(s.id, owner, &self.rdata, ttl);
+        let refresh = s.cfg.refresh.as_secs();
+        self.slot(t, s.id, owner, ttl, refresh, &mut |rdata, out, now| {
+            let v = s.sign_online(owner, TYPE_NSEC, ttl, rdata, now, out)?;
+            s.online.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Ok(v)
+        })
+    }
+
+    /// The slot for tag `t` if it holds this NSEC and is fresh, else the
+    /// slot refilled by `sign`.
+    fn slot(
+        &mut self,
+        t: u64,
+        signer: u64,
+        owner: &[u8],
+        ttl: u32,
+        refresh: u64,
+        sign: &mut SignFn<'_>,
+    ) -> Option<usize> {
         let at = (t as usize) % SLOTS;
         let slot = &mut self.slots[at];
         let now = unix_now();
-        if slot.tag != t || slot.signer != s.id || slot.fresh_until <= now {
+        if !slot.holds(t, signer, owner, &self.rdata, ttl) || slot.fresh_until <= now {
             slot.sigs.clear();
             slot.tag = 0;
-            let v = s
-                .sign_online(owner, TYPE_NSEC, ttl, &self.rdata, now, &mut slot.sigs)
-                .ok()?;
-            s.online.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let v = sign(&self.rdata, &mut slot.sigs, now).ok()?;
+            slot.nsec.clear();
+            slot.nsec.extend_from_slice(owner);
+            slot.nsec.extend_from_slice(&self.rdata);
+            slot.owner_len = owner.len();
+            slot.ttl = ttl;
             slot.tag = t;
-            slot.signer = s.id;
-            slot.fresh_until = u64::from(v.expiration).saturating_sub(s.cfg.refresh.as_secs());
+            slot.signer = signer;
+            slot.fresh_until = u64::from(v.expiration).saturating_sub(refresh);
         }
         Some(at)
     }
@@ -245,5 +287,34 @@ mod tests {
         assert!(out[4..64].iter().all(|&b| b == 0xFF));
         assert_eq!(&out[64..n], b"\x04test\x00");
         assert!(predecessor(b"\x02a\x00\x04test\x00", &mut out).is_none());
+    }
+
+    /// Two NSECs whose tags collide: the second is signed, never served
+    /// the first one's signatures.
+    #[test]
+    fn a_tag_collision_signs_again() {
+        let mut dc = DenialCache::default();
+        let signed = std::cell::Cell::new(0);
+        let mut sign = |rdata: &[u8], out: &mut Vec<u8>, now: u64| {
+            signed.set(signed.get() + 1);
+            out.extend_from_slice(rdata);
+            Ok(Validity::starting(now, 86_400))
+        };
+        // Every lookup below forces tag 7: one slot, as on a collision.
+        let mut get = |dc: &mut DenialCache, rdata: &[u8], owner: &[u8], ttl| {
+            dc.rdata = rdata.to_vec();
+            let at = dc.slot(7, 1, owner, ttl, 3600, &mut sign).unwrap();
+            dc.slots[at].sigs.clone()
+        };
+        assert_eq!(get(&mut dc, b"first", b"\x01a\x00", 60), b"first");
+        assert_eq!(get(&mut dc, b"first", b"\x01a\x00", 60), b"first");
+        assert_eq!(signed.get(), 1, "the same NSEC again is a hit");
+        // Other data, then another owner, then another TTL (the RRSIG's
+        // original TTL): each signed anew.
+        assert_eq!(get(&mut dc, b"second", b"\x01a\x00", 60), b"second");
+        assert_eq!(get(&mut dc, b"second", b"\x01b\x00", 60), b"second");
+        assert_eq!(signed.get(), 3);
+        get(&mut dc, b"second", b"\x01b\x00", 30);
+        assert_eq!(signed.get(), 4);
     }
 }
