@@ -180,8 +180,8 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
     }
 
     /// The NSEC at `owner` (RDATA in the cache's buffer) with its RRSIGs,
-    /// in the authority section, at the negative TTL.
-    fn put_nsec(&mut self, w: &mut Writer, owner: Owner<'_>) {
+    /// in section `sec`, at the negative TTL.
+    fn put_nsec(&mut self, w: &mut Writer, owner: Owner<'_>, sec: Section) {
         let Some(s) = self.signer else { return };
         let ttl = self.zone_negative_ttl();
         let Some(at) = self.dc.sigs(s, owner.wire(self.qname), ttl) else {
@@ -189,8 +189,8 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
         };
         let dc = &*self.dc;
         owner.put(w);
-        w.put_raw_rr_body(Section::Authority, TYPE_NSEC, ttl, &dc.rdata);
-        put_sigs(w, owner, Section::Authority, ttl, Sigs(&dc.slots[at].sigs));
+        w.put_raw_rr_body(sec, TYPE_NSEC, ttl, &dc.rdata);
+        put_sigs(w, owner, sec, ttl, Sigs(&dc.slots[at].sigs));
     }
 
     /// The compact NSEC for a denial of `owner`, after the SOA the caller
@@ -199,6 +199,26 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
         if !S {
             return;
         }
+        self.compact_rdata(owner, what, qtype);
+        self.put_nsec(w, owner, Section::Authority);
+    }
+
+    /// QTYPE=NSEC (RFC 4035 §2.3): the NSEC that `owner`'s denials carry,
+    /// as the answer, as Knot's online signing gives it. Its bitmap lists
+    /// NSEC, so a NODATA with it would contradict itself; for a name that
+    /// does not exist it is the NXNAME one.
+    pub(super) fn nsec_answer(&mut self, w: &mut Writer, owner: Owner<'e>, what: Deny<'_>) {
+        if !S {
+            return;
+        }
+        self.compact_rdata(owner, what, 0);
+        self.put_nsec(w, owner, Section::Answer);
+    }
+
+    /// The compact NSEC's RDATA for `owner` into the cache's buffer: the
+    /// next name `\000.<owner>`, and the types `what` says, RRSIG and NSEC,
+    /// less `qtype` (the type a NODATA denies; 0 for none).
+    fn compact_rdata(&mut self, owner: Owner<'e>, what: Deny<'_>, qtype: u16) {
         let mut types = [0u16; 64];
         let mut n = 0;
         let mut add = |t: u16, types: &mut [u16; 64]| {
@@ -225,7 +245,6 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
             }
         }
         compact_nsec(owner.wire(self.qname), &types[..n], &mut self.dc.rdata);
-        self.put_nsec(w, owner);
     }
 
     /// RFC 4035 §3.1.3.3: a wildcard answer proves that the next closer
@@ -251,7 +270,7 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
         rd.push(0);
         rd.extend_from_slice(&nc[1 + len..]);
         put_type_bitmap(&[TYPE_RRSIG, TYPE_NSEC], rd);
-        self.put_nsec(w, Owner::Name(&pred[..plen]));
+        self.put_nsec(w, Owner::Name(&pred[..plen]), Section::Authority);
     }
 
     /// A referral's DNSSEC part (RFC 4035 §3.1.4.1): the cut's DS RRset
