@@ -278,6 +278,60 @@ fn rrsig_query_is_refused_in_a_signed_zone() {
     assert!(got.contains("REFUSED") || got.contains("refused"), "{got}");
 }
 
+/// The algorithms of the RRSIGs covering `covered` in `records`.
+fn sig_algorithms(records: &[String], covered: &str) -> Vec<String> {
+    let mut v: Vec<String> = records
+        .iter()
+        .map(|r| r.split_whitespace().collect::<Vec<_>>())
+        .filter(|w| w.get(3) == Some(&"RRSIG") && w.get(4) == Some(&covered))
+        .map(|w| w[5].to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+/// A second algorithm with only a ZSK (#25 item 5): each algorithm in the
+/// DNSKEY set signs every RRset (RFC 4035 §2.2), the key RRsets included,
+/// so the Ed25519 ZSK signs DNSKEY, CDS and CDNSKEY beside the P-256 KSK.
+/// The DS stays the KSK's.
+#[test]
+fn every_algorithm_signs_every_rrset() {
+    let z = Signed::new("signed-two-algs", "ecdsap256", "");
+    let ed = common::dnssec_keygen(&z.dir.0, "example.test", "ed25519", false);
+    let text = signed_common::config_text(&[&z.ksk, &z.zsk, &ed], "", "");
+    std::fs::write(&z.config, text).unwrap();
+    let s = Server::start(&z.config, &[]);
+    let both = ["ECDSAP256SHA256", "ED25519"];
+    let ask = |name: &str, t: RecordType| {
+        let mut q = Q::new(name, t).edns(4096);
+        q.dnssec_ok = true;
+        s.dig_tcp(&q)
+    };
+    for t in [RecordType::DNSKEY, RecordType::CDS, RecordType::CDNSKEY] {
+        let an = ask("example.test.", t).answer();
+        assert_eq!(sig_algorithms(&an, &t.to_string()), both, "{t}: {an:?}");
+    }
+    assert_eq!(types_in(&ask("example.test.", RecordType::CDS).answer(), "CDS"), 1);
+    for (name, t) in [
+        ("www.example.test.", RecordType::A),
+        ("example.test.", RecordType::SOA),
+        ("all.example.test.", RecordType::A),
+        ("geo.example.test.", RecordType::A),
+    ] {
+        let an = ask(name, t).answer();
+        assert_eq!(sig_algorithms(&an, &t.to_string()), both, "{name} {t}: {an:?}");
+    }
+    let auth = ask("nope.example.test.", RecordType::A).authority();
+    assert_eq!(sig_algorithms(&auth, "NSEC"), both, "{auth:?}");
+    if !have_delv("every_algorithm_signs_every_rrset") {
+        return;
+    }
+    let anchors = z.anchor(&z.ksk);
+    for (name, t, want) in CASES {
+        assert_eq!(&delv(s.port(), &anchors, name, t), want, "{name} {t}");
+    }
+}
+
 #[test]
 fn insecure_referral_proves_no_ds_and_signed_one_carries_it() {
     let z = Signed::new("signed-referral", "ecdsap256", "");
