@@ -210,6 +210,7 @@ fn nsec_query_answers_the_names_nsec() {
     let z = Signed::new("signed-nsec-query", "ecdsap256", "");
     let s = Server::start(&z.config, &[]);
     let cases: &[(&str, &[&str])] = &[
+        ("example.test.", &["SOA", "NS", "MX", "DNSKEY", "CDS", "CDNSKEY"]),
         ("www.example.test.", &["A", "AAAA", "TXT"]),
         ("alias.example.test.", &["CNAME"]),
         ("all.example.test.", &["A", "AAAA"]),
@@ -238,14 +239,22 @@ fn nsec_query_answers_the_names_nsec() {
         }
         assert_eq!(bitmap.len(), types.len() + 2, "{nsec}");
         let plain = s.dig(&Q::new(name, RecordType::NSEC).edns(1232));
-        assert!(plain.answer().is_empty(), "{name} DO=0: {:?}", plain.answer());
+        assert!(
+            plain.answer().is_empty(),
+            "{name} DO=0: {:?}",
+            plain.answer()
+        );
     }
     if !have_delv("nsec_query_answers_the_names_nsec") {
         return;
     }
     let anchors = z.anchor(&z.ksk);
     for (name, _) in cases {
-        assert_eq!(delv(s.port(), &anchors, name, "NSEC"), "validated", "{name}");
+        assert_eq!(
+            delv(s.port(), &anchors, name, "NSEC"),
+            "validated",
+            "{name}"
+        );
     }
 }
 
@@ -256,7 +265,11 @@ fn nsec_query_answers_the_names_nsec() {
 fn rrsig_query_is_refused_in_a_signed_zone() {
     let z = Signed::new("signed-rrsig-query", "ecdsap256", "");
     let s = Server::start(&z.config, &[]);
-    for name in ["www.example.test.", "all.example.test.", "nope.example.test."] {
+    for name in [
+        "www.example.test.",
+        "all.example.test.",
+        "nope.example.test.",
+    ] {
         for dnssec_ok in [false, true] {
             let mut q = Q::new(name, RecordType::RRSIG).edns(1232);
             q.dnssec_ok = dnssec_ok;
@@ -311,7 +324,10 @@ fn every_algorithm_signs_every_rrset() {
         let an = ask("example.test.", t).answer();
         assert_eq!(sig_algorithms(&an, &t.to_string()), both, "{t}: {an:?}");
     }
-    assert_eq!(types_in(&ask("example.test.", RecordType::CDS).answer(), "CDS"), 1);
+    assert_eq!(
+        types_in(&ask("example.test.", RecordType::CDS).answer(), "CDS"),
+        1
+    );
     for (name, t) in [
         ("www.example.test.", RecordType::A),
         ("example.test.", RecordType::SOA),
@@ -319,7 +335,11 @@ fn every_algorithm_signs_every_rrset() {
         ("geo.example.test.", RecordType::A),
     ] {
         let an = ask(name, t).answer();
-        assert_eq!(sig_algorithms(&an, &t.to_string()), both, "{name} {t}: {an:?}");
+        assert_eq!(
+            sig_algorithms(&an, &t.to_string()),
+            both,
+            "{name} {t}: {an:?}"
+        );
     }
     let auth = ask("nope.example.test.", RecordType::A).authority();
     assert_eq!(sig_algorithms(&auth, "NSEC"), both, "{auth:?}");

@@ -418,7 +418,10 @@ fn named_validates_nsec_queries() {
         );
         v
     };
-    assert_eq!(secure("www.example.test.", RecordType::A).addrs, ["192.0.2.1"]);
+    assert_eq!(
+        secure("www.example.test.", RecordType::A).addrs,
+        ["192.0.2.1"]
+    );
     assert!(!secure("www.example.test.", RecordType::MX).has(RecordType::MX));
     secure("nope.example.test.", RecordType::A);
     let files = AnchorFiles::new(&anchor);
@@ -431,7 +434,10 @@ fn named_validates_nsec_queries() {
         "nope.example.test.",
     ] {
         let v = secure(name, RecordType::NSEC);
-        assert!(v.rcode == 0 && v.has(RecordType::NSEC), "named: {name} NSEC: {v}");
+        assert!(
+            v.rcode == 0 && v.has(RecordType::NSEC),
+            "named: {name} NSEC: {v}"
+        );
         let d = delv(m.addr(), &anchor, &files, name, RecordType::NSEC);
         assert!(d.validated, "delv {name} NSEC:\n{}", d.output);
     }

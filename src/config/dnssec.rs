@@ -70,13 +70,7 @@ impl ZoneDnssec {
         let alg = |k: &KeyPair| k.dnskey.algorithm;
         self.keys
             .iter()
-            .filter(|k| {
-                role(k)
-                    || !self
-                        .keys
-                        .iter()
-                        .any(|o| alg(o) == alg(k) && role(o))
-            })
+            .filter(|k| role(k) || !self.keys.iter().any(|o| alg(o) == alg(k) && role(o)))
             .collect()
     }
 }

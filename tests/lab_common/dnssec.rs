@@ -177,7 +177,10 @@ impl Named {
     /// Started on a free loopback port; ready when the zone's SOA (asked
     /// with CD=1) comes back through it.
     pub(crate) fn start(upstream: SocketAddr, anchor: &TrustAnchor) -> Named {
-        assert!(upstream.ip().is_loopback(), "named forwards to loopback only");
+        assert!(
+            upstream.ip().is_loopback(),
+            "named forwards to loopback only"
+        );
         let mut last = String::new();
         for _ in 0..5 {
             let dir = TempDir::new("lab-named");
