@@ -210,7 +210,10 @@ fn nsec_query_answers_the_names_nsec() {
     let z = Signed::new("signed-nsec-query", "ecdsap256", "");
     let s = Server::start(&z.config, &[]);
     let cases: &[(&str, &[&str])] = &[
-        ("example.test.", &["SOA", "NS", "MX", "DNSKEY", "CDS", "CDNSKEY"]),
+        (
+            "example.test.",
+            &["SOA", "NS", "MX", "DNSKEY", "CDS", "CDNSKEY"],
+        ),
         ("www.example.test.", &["A", "AAAA", "TXT"]),
         ("alias.example.test.", &["CNAME"]),
         ("all.example.test.", &["A", "AAAA"]),

@@ -8,7 +8,9 @@
 //! encloser (RFC 4592 §3.3.1), ANY answered with one RRset, the smallest
 //! (RFC 8482 §4.1), ANY, NSEC and RRSIG at an alias not followed (RFC 2181
 //! §10.1), and negative answers with the SOA and its negative TTL (RFC
-//! 2308 §3, §5). Names bound to a pool or geo map go to `dynamic`.
+//! 2308 §3, §5). In a signed zone, NSEC (DO=1) is answered with the name's
+//! own NSEC and RRSIG is refused (`signing`). Names bound to a pool or geo
+//! map go to `dynamic`.
 //!
 //! Invariants: allocates nothing (the CNAME chain is a fixed array);
 //! writes only through the `Writer`; a chain follows at most `MAX_CHAIN`

@@ -5,12 +5,14 @@
 //! bitmap lists the name's types (NXNAME for a name that does not exist).
 //! A wildcard answer carries an NSEC covering the next closer name (RFC
 //! 4035 §3.1.3.3), minimally (RFC 4470 §3); an insecure referral the NSEC
-//! at the cut, without DS (RFC 4035 §3.1.4.1).
+//! at the cut, without DS (RFC 4035 §3.1.4.1). A query for NSEC gets that
+//! same NSEC, with NSEC in its bitmap (RFC 4035 §2.3), as its answer.
 //!
 //! The NSECs are the one thing signed per query; their RRSIGs are kept in
 //! a per-thread [`DenialCache`] of fixed size, so a name signed once is
-//! copied after that. A cache miss signs (tens of microseconds) and the
-//! signer allocates; nothing else here does.
+//! copied after that; a hit compares the whole NSEC, not only its hash. A
+//! cache miss signs (tens of microseconds) and may grow the slot's
+//! buffers; nothing else here allocates.
 
 use super::lookup::Ctx;
 use super::Owner;
