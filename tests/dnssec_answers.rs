@@ -184,6 +184,177 @@ fn compact_denial_and_the_co_bit() {
     assert_eq!(r.opt().unwrap().1 & 0x4000, 0);
 }
 
+/// The Extended DNS Error codes in a response's OPT (RFC 8914).
+fn ede_codes(r: &common::Resp) -> Vec<u16> {
+    let Some((_, _, rd)) = r.opt() else {
+        return vec![];
+    };
+    let (mut out, mut i) = (vec![], 0);
+    while i + 4 <= rd.len() {
+        let len = u16::from_be_bytes([rd[i + 2], rd[i + 3]]) as usize;
+        if u16::from_be_bytes([rd[i], rd[i + 1]]) == 15 && len >= 2 {
+            out.push(u16::from_be_bytes([rd[i + 4], rd[i + 5]]));
+        }
+        i += 4 + len;
+    }
+    out
+}
+
+/// QTYPE=NSEC (#25 item 3): the name's own NSEC as the answer, its bitmap
+/// with the name's types, RRSIG and NSEC (RFC 4035 §2.3), at a static
+/// name, an alias, pool and geo names, a wildcard's expansion and a name
+/// that does not exist (NXNAME); delv validates each. DO=0: NODATA as
+/// before. Other types' NODATA still leaves out the asked type.
+#[test]
+fn nsec_query_answers_the_names_nsec() {
+    let z = Signed::new("signed-nsec-query", "ecdsap256", "");
+    let s = Server::start(&z.config, &[]);
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "example.test.",
+            &["SOA", "NS", "MX", "DNSKEY", "CDS", "CDNSKEY"],
+        ),
+        ("www.example.test.", &["A", "AAAA", "TXT"]),
+        ("alias.example.test.", &["CNAME"]),
+        ("all.example.test.", &["A", "AAAA"]),
+        ("geo.example.test.", &["A", "TXT"]),
+        ("x.wild.example.test.", &["A", "TXT"]),
+        // hickory prints NXNAME (128), which it does not know, as Unknown.
+        ("nope.example.test.", &["Unknown"]),
+    ];
+    for (name, types) in cases {
+        let mut q = Q::new(name, RecordType::NSEC).edns(1232);
+        q.dnssec_ok = true;
+        let r = s.dig(&q);
+        let an = r.answer();
+        assert_eq!(r.rcode(), 0, "{name}: {an:?}");
+        assert_eq!(types_in(&an, "NSEC"), 1, "{name}: {an:?}");
+        assert_eq!(types_in(&an, "RRSIG"), 1, "{name}: {an:?}");
+        assert!(r.authority().is_empty(), "{name}: {:?}", r.authority());
+        let nsec = an
+            .iter()
+            .find(|r| r.split_whitespace().nth(3) == Some("NSEC"))
+            .unwrap();
+        assert!(nsec.starts_with(name), "{nsec}");
+        let bitmap: Vec<&str> = nsec.split_whitespace().skip(5).collect();
+        for t in types.iter().chain(&["RRSIG", "NSEC"]) {
+            assert!(bitmap.contains(t), "{t} in {nsec}");
+        }
+        assert_eq!(bitmap.len(), types.len() + 2, "{nsec}");
+        let plain = s.dig(&Q::new(name, RecordType::NSEC).edns(1232));
+        assert!(
+            plain.answer().is_empty(),
+            "{name} DO=0: {:?}",
+            plain.answer()
+        );
+    }
+    if !have_delv("nsec_query_answers_the_names_nsec") {
+        return;
+    }
+    let anchors = z.anchor(&z.ksk);
+    for (name, _) in cases {
+        assert_eq!(
+            delv(s.port(), &anchors, name, "NSEC"),
+            "validated",
+            "{name}"
+        );
+    }
+}
+
+/// QTYPE=RRSIG (#25 item 4): REFUSED with EDE 21 (Not Supported) in a
+/// signed zone, DO=1 or not, as Knot's online signing answers; an unsigned
+/// zone's name has no RRSIGs: NODATA.
+#[test]
+fn rrsig_query_is_refused_in_a_signed_zone() {
+    let z = Signed::new("signed-rrsig-query", "ecdsap256", "");
+    let s = Server::start(&z.config, &[]);
+    for name in [
+        "www.example.test.",
+        "all.example.test.",
+        "nope.example.test.",
+    ] {
+        for dnssec_ok in [false, true] {
+            let mut q = Q::new(name, RecordType::RRSIG).edns(1232);
+            q.dnssec_ok = dnssec_ok;
+            let r = s.dig(&q);
+            assert_eq!(r.rcode(), 5, "{name} DO={dnssec_ok}: {:?}", r.answer());
+            assert!(r.answer().is_empty() && r.authority().is_empty());
+            assert_eq!(ede_codes(&r), [21], "{name} DO={dnssec_ok}");
+        }
+    }
+    let u = Server::example();
+    let r = u.dig(&Q::new("www.example.test.", RecordType::RRSIG).edns(1232));
+    assert_eq!(r.rcode(), 0, "{:?}", r.answer());
+    assert!(r.answer().is_empty());
+    if !have_delv("rrsig_query_is_refused_in_a_signed_zone") {
+        return;
+    }
+    // delv gets REFUSED, not something it could take for data.
+    let got = delv(s.port(), &z.anchor(&z.ksk), "www.example.test", "RRSIG");
+    assert!(got.contains("REFUSED") || got.contains("refused"), "{got}");
+}
+
+/// The algorithms of the RRSIGs covering `covered` in `records`.
+fn sig_algorithms(records: &[String], covered: &str) -> Vec<String> {
+    let mut v: Vec<String> = records
+        .iter()
+        .map(|r| r.split_whitespace().collect::<Vec<_>>())
+        .filter(|w| w.get(3) == Some(&"RRSIG") && w.get(4) == Some(&covered))
+        .map(|w| w[5].to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+/// A second algorithm with only a ZSK (#25 item 5): each algorithm in the
+/// DNSKEY set signs every RRset (RFC 4035 §2.2), the key RRsets included,
+/// so the Ed25519 ZSK signs DNSKEY, CDS and CDNSKEY beside the P-256 KSK.
+/// The DS stays the KSK's.
+#[test]
+fn every_algorithm_signs_every_rrset() {
+    let z = Signed::new("signed-two-algs", "ecdsap256", "");
+    let ed = common::dnssec_keygen(&z.dir.0, "example.test", "ed25519", false);
+    let text = signed_common::config_text(&[&z.ksk, &z.zsk, &ed], "", "");
+    std::fs::write(&z.config, text).unwrap();
+    let s = Server::start(&z.config, &[]);
+    let both = ["ECDSAP256SHA256", "ED25519"];
+    let ask = |name: &str, t: RecordType| {
+        let mut q = Q::new(name, t).edns(4096);
+        q.dnssec_ok = true;
+        s.dig_tcp(&q)
+    };
+    for t in [RecordType::DNSKEY, RecordType::CDS, RecordType::CDNSKEY] {
+        let an = ask("example.test.", t).answer();
+        assert_eq!(sig_algorithms(&an, &t.to_string()), both, "{t}: {an:?}");
+    }
+    assert_eq!(
+        types_in(&ask("example.test.", RecordType::CDS).answer(), "CDS"),
+        1
+    );
+    for (name, t) in [
+        ("www.example.test.", RecordType::A),
+        ("example.test.", RecordType::SOA),
+        ("all.example.test.", RecordType::A),
+        ("geo.example.test.", RecordType::A),
+    ] {
+        let an = ask(name, t).answer();
+        assert_eq!(
+            sig_algorithms(&an, &t.to_string()),
+            both,
+            "{name} {t}: {an:?}"
+        );
+    }
+    let auth = ask("nope.example.test.", RecordType::A).authority();
+    assert_eq!(sig_algorithms(&auth, "NSEC"), both, "{auth:?}");
+    if !have_delv("every_algorithm_signs_every_rrset") {
+        return;
+    }
+    let anchors = z.anchor(&z.ksk);
+    for (name, t, want) in CASES {
+        assert_eq!(&delv(s.port(), &anchors, name, t), want, "{name} {t}");
+    }
+}
+
 #[test]
 fn insecure_referral_proves_no_ds_and_signed_one_carries_it() {
     let z = Signed::new("signed-referral", "ecdsap256", "");

@@ -310,3 +310,28 @@ fn future_key_times_warn() {
         "{err}"
     );
 }
+
+/// A key under `publish` whose algorithm no key under `keys` has puts an
+/// algorithm in the DNSKEY set that signs nothing (RFC 4035 §2.2, #25
+/// item 5): a warning at its line; the same key under `keys` signs, and
+/// says nothing.
+#[test]
+fn a_published_only_algorithm_warns() {
+    let (dir, ksk, zsk) = setup("dcfg-publish-alg");
+    let cfg = config(&dir, &format!("keys = [\"{ksk}\"], publish = [\"{zsk}\"]"));
+    let (code, out, err) = check(&cfg);
+    assert_eq!(code, 0, "stdout: {out}\nstderr: {err}");
+    let line = err
+        .lines()
+        .find(|l| l.contains("is published only"))
+        .unwrap_or_else(|| panic!("no warning: {err}"));
+    assert!(
+        line.starts_with(&format!("{}:{DNSSEC_LINE}: warning: ", cfg.display())),
+        "{line}"
+    );
+    assert!(line.contains("algorithm 15"), "{line}");
+    let cfg = config(&dir, &good(&ksk, &zsk));
+    let (code, _, err) = check(&cfg);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("published only"), "{err}");
+}

@@ -31,7 +31,7 @@ use hickory_proto::rr::RecordType;
 use common::{dnssec_keygen, is_root, skip, TempDir, BIN};
 use lab_common::dnssec::{
     ask_do, assert_bogus, assert_secure, assert_secure_nxdomain, delv, dnsviz, have, AnchorFiles,
-    TrustAnchor, Validators,
+    Named, TrustAnchor, Validators,
 };
 use lab_common::{ask, render, Meridian, Resolver};
 
@@ -87,9 +87,18 @@ struct Fixture {
 
 impl Fixture {
     fn new(tag: &str) -> Fixture {
+        Fixture::with_zsks(tag, &["ecdsap256"])
+    }
+
+    /// The fixture with a P-256 KSK and a ZSK of each of `zsks`.
+    fn with_zsks(tag: &str, zsks: &[&str]) -> Fixture {
         let dir = TempDir::new(tag);
         let ksk = dnssec_keygen(&dir.0, ZONE, "ecdsap256", true);
-        let zsk = dnssec_keygen(&dir.0, ZONE, "ecdsap256", false);
+        let mut keys = format!("\"{ksk}.key\"");
+        for alg in zsks {
+            let zsk = dnssec_keygen(&dir.0, ZONE, alg, false);
+            keys += &format!(", \"{zsk}.key\"");
+        }
         let (port, backends) = (0..20)
             .find_map(|_| {
                 let port = common::free_port();
@@ -110,7 +119,7 @@ impl Fixture {
                 &text,
                 &[
                     ("ROOT", common::root().display().to_string()),
-                    ("KEYS", format!("\"{ksk}.key\", \"{zsk}.key\"")),
+                    ("KEYS", keys),
                     ("CHECK_PORT", port.to_string()),
                 ],
             ),
@@ -289,6 +298,11 @@ fn resolvers_validate_meridian() {
             let a = assert_secure(r, name, t, None);
             assert!(!a.has(t), "{who}: {name} {t}: {a}");
         }
+        // QTYPE=NSEC: the name's own NSEC (#25 item 3).
+        for name in ["www.example.test.", "all.example.test."] {
+            let a = assert_secure(r, name, RecordType::NSEC, None);
+            assert!(a.has(RecordType::NSEC), "{who}: {name} NSEC: {a}");
+        }
         // NXDOMAIN: compact denial (NOERROR or NXDOMAIN, with AD).
         assert_secure_nxdomain(r, "nope.example.test.", RecordType::A);
         assert_secure_nxdomain(r, "a.b.nope.example.test.", RecordType::AAAA);
@@ -389,6 +403,66 @@ fn delv_validates_meridian() {
     );
 }
 
+/// BIND's named validating in front of meridian (#25 item 3): QTYPE=NSEC
+/// at a static name, an alias, a wildcard's expansion, pool and geo names
+/// and a name that does not exist comes back with AD and the NSEC (named
+/// and delv refused the NODATA whose NSEC left NSEC out); positive, NODATA
+/// and NXDOMAIN answers validate too. QTYPE=RRSIG, which meridian refuses,
+/// comes back as a failure. delv agrees on the NSEC answers.
+#[test]
+fn named_validates_nsec_queries() {
+    const T: &str = "named_validates_nsec_queries";
+    for t in ["named", "delv"] {
+        if !have(t) {
+            return skip(T, &format!("{t} is not installed (.ci/run installs bind9)"));
+        }
+    }
+    let f = Fixture::new("dval-meridian-named");
+    let m = Meridian::start(&f.config);
+    let anchor = f.anchor();
+    let n = Named::start(m.addr(), &anchor);
+    let secure = |name: &str, t: RecordType| {
+        let v = ask_do(n.addr, name, t, None);
+        assert!(
+            (v.rcode == 0 || v.rcode == 3) && v.ad,
+            "named: {name} {t} is not validated: {v}\nlog:\n{}",
+            n.log()
+        );
+        v
+    };
+    assert_eq!(
+        secure("www.example.test.", RecordType::A).addrs,
+        ["192.0.2.1"]
+    );
+    assert!(!secure("www.example.test.", RecordType::MX).has(RecordType::MX));
+    secure("nope.example.test.", RecordType::A);
+    let files = AnchorFiles::new(&anchor);
+    for name in [
+        "www.example.test.",
+        "alias.example.test.",
+        "x.wild.example.test.",
+        "all.example.test.",
+        "geo.example.test.",
+        "nope.example.test.",
+    ] {
+        let v = secure(name, RecordType::NSEC);
+        assert!(
+            v.rcode == 0 && v.has(RecordType::NSEC),
+            "named: {name} NSEC: {v}"
+        );
+        let d = delv(m.addr(), &anchor, &files, name, RecordType::NSEC);
+        assert!(d.validated, "delv {name} NSEC:\n{}", d.output);
+    }
+    // named answers QTYPE=RRSIG from its cache when it holds the name's
+    // RRSIGs; for a name it has not seen, meridian's REFUSED comes through
+    // as a failure, never as data.
+    let v = ask_do(n.addr, "one.example.test.", RecordType::RRSIG, None);
+    assert!(
+        v.rcode != 0 && !v.ad && !v.has(RecordType::RRSIG),
+        "named: RRSIG: {v}"
+    );
+}
+
 #[test]
 fn dnsviz_finds_no_error_in_meridian() {
     const T: &str = "dnsviz_finds_no_error_in_meridian";
@@ -400,7 +474,9 @@ fn dnsviz_finds_no_error_in_meridian() {
             return skip(T, &format!("{t} is not installed (.ci/run installs it)"));
         }
     }
-    let f = Fixture::new("dval-meridian-dnsviz");
+    // A second algorithm with only a ZSK (#25 item 5): it must sign the
+    // DNSKEY set too, or DNSViz reports MISSING_RRSIG_FOR_ALG_DNSKEY.
+    let f = Fixture::with_zsks("dval-meridian-dnsviz", &["ecdsap256", "ed25519"]);
     let anchor = f.anchor();
     let files = AnchorFiles::new(&anchor);
     // meridian on 127.0.0.1:53 inside DNSViz's namespace.

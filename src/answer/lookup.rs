@@ -8,7 +8,9 @@
 //! encloser (RFC 4592 §3.3.1), ANY answered with one RRset, the smallest
 //! (RFC 8482 §4.1), ANY, NSEC and RRSIG at an alias not followed (RFC 2181
 //! §10.1), and negative answers with the SOA and its negative TTL (RFC
-//! 2308 §3, §5). Names bound to a pool or geo map go to `dynamic`.
+//! 2308 §3, §5). In a signed zone, NSEC (DO=1) is answered with the name's
+//! own NSEC and RRSIG is refused (`signing`). Names bound to a pool or geo
+//! map go to `dynamic`.
 //!
 //! Invariants: allocates nothing (the CNAME chain is a fixed array);
 //! writes only through the `Writer`; a chain follows at most `MAX_CHAIN`
@@ -82,14 +84,17 @@ impl Engine {
             }
         }
         let Some((zi, apex_at)) = zone else {
-            return Resolved {
-                rcode: RCODE_REFUSED,
-                aa: false,
-                scope: Scope::GLOBAL,
-                pool: None,
-                compact: false,
-            };
+            return Resolved::refused();
         };
+        // QTYPE=RRSIG in a signed zone: REFUSED, as Knot's online signing
+        // answers. Denials and pool answers are signed per answer, so a
+        // name has no fixed set of RRSIGs to hand out.
+        if q.qtype == TYPE_RRSIG && self.signer(zi).is_some() {
+            return Resolved {
+                unsupported: true,
+                ..Resolved::refused()
+            };
+        }
         // DNSSEC records only for DO=1 (RFC 4035 §3.2.1). The walk is
         // compiled twice: the unsigned one holds no signing code at all.
         let signer = if q.edns.is_some_and(|e| e.dnssec_ok) {
@@ -153,6 +158,7 @@ impl Engine {
             scope: ctx.scope,
             pool: ctx.pool,
             compact: S,
+            unsupported: false,
         }
     }
 }
@@ -259,11 +265,18 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
                 // A positive answer from the wildcard proves that no closer
                 // name exists (not after additional records: sections stay
                 // in order).
-                if rc == LookupRc::NoError && self.denials == denials && w.ar == ar {
+                // An NSEC asked for is the synthesized name's own (signed
+                // at it, not from the wildcard): it needs no proof.
+                let own_nsec = S && qtype == TYPE_NSEC;
+                if rc == LookupRc::NoError && self.denials == denials && w.ar == ar && !own_nsec {
                     self.wildcard_proof(w, name.suffix(next_closer));
                 }
                 return rc;
             }
+        }
+        if S && qtype == TYPE_NSEC {
+            self.nsec_answer(w, owner, Deny::NxDomain);
+            return LookupRc::NoError;
         }
         self.negative(w);
         self.deny(w, owner, Deny::NxDomain, qtype);
@@ -278,6 +291,11 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
         qtype: u16,
         depth: usize,
     ) -> LookupRc {
+        if S && qtype == TYPE_NSEC {
+            let extra = self.families(node);
+            self.nsec_answer(w, owner, Deny::NoData(Some(node), extra));
+            return LookupRc::NoError;
+        }
         if let Some(b) = node.dynamic() {
             let binding = &self.engine.bindings[b as usize];
             let family = match qtype {
@@ -310,8 +328,8 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
             }
             if set.rtype == TYPE_CNAME {
                 // NSEC and RRSIG may sit beside a CNAME (RFC 2181 §10.1, RFC
-                // 4035 §2.5): they are the alias's own, never followed. The
-                // zone is unsigned, so NODATA.
+                // 4035 §2.5): they are the alias's own, never followed. Here
+                // the zone is unsigned or the query DO=0, so NODATA.
                 if matches!(qtype, TYPE_NSEC | TYPE_RRSIG) {
                     break;
                 }

@@ -85,6 +85,22 @@ struct Resolved {
     pool: Option<(u32, u32)>,
     /// Signed with compact denial (RFC 9824): the CO bit is answered.
     compact: bool,
+    /// Refused for its type (RRSIG in a signed zone): EDE Not Supported.
+    unsupported: bool,
+}
+
+impl Resolved {
+    /// REFUSED: not a zone or class we serve.
+    fn refused() -> Resolved {
+        Resolved {
+            rcode: RCODE_REFUSED,
+            aa: false,
+            scope: Scope::GLOBAL,
+            pool: None,
+            compact: false,
+            unsupported: false,
+        }
+    }
 }
 
 /// How the owner of answer records is written.
@@ -182,13 +198,7 @@ impl Engine {
         let r = if q.qclass == CLASS_CH {
             self.chaos(&mut w, q)
         } else if !class_ok || q.qtype == TYPE_AXFR || q.qtype == TYPE_IXFR {
-            Resolved {
-                rcode: RCODE_REFUSED,
-                aa: false,
-                scope: Scope::GLOBAL,
-                pool: None,
-                compact: false,
-            }
+            Resolved::refused()
         } else {
             // Optional additional records must leave room for the OPT.
             self.resolve(
@@ -231,6 +241,9 @@ impl Engine {
             match r.rcode {
                 RCODE_REFUSED if q.qtype == TYPE_AXFR || q.qtype == TYPE_IXFR => {
                     put_ede(&mut w, opt_at, EDE_PROHIBITED, "");
+                }
+                RCODE_REFUSED if r.unsupported => {
+                    put_ede(&mut w, opt_at, EDE_NOT_SUPPORTED, "");
                 }
                 RCODE_REFUSED => {
                     put_ede(&mut w, opt_at, EDE_NOT_AUTHORITATIVE, "");
@@ -312,6 +325,7 @@ impl Engine {
 const EDE_OTHER: u16 = 0;
 const EDE_PROHIBITED: u16 = 18;
 const EDE_NOT_AUTHORITATIVE: u16 = 20;
+const EDE_NOT_SUPPORTED: u16 = 21;
 
 impl Engine {
     /// The NSID to send: when configured and asked for (RFC 5001 §2.3).
@@ -335,13 +349,7 @@ impl Engine {
             None
         };
         let Some(text) = text else {
-            return Resolved {
-                rcode: RCODE_REFUSED,
-                aa: false,
-                scope: Scope::GLOBAL,
-                pool: None,
-                compact: false,
-            };
+            return Resolved::refused();
         };
         if q.qtype == TYPE_TXT || q.qtype == TYPE_ANY {
             w.put_u16(0xC00C);
@@ -359,6 +367,7 @@ impl Engine {
             scope: Scope::GLOBAL,
             pool: None,
             compact: false,
+            unsupported: false,
         }
     }
 }

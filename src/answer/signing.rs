@@ -5,12 +5,14 @@
 //! bitmap lists the name's types (NXNAME for a name that does not exist).
 //! A wildcard answer carries an NSEC covering the next closer name (RFC
 //! 4035 §3.1.3.3), minimally (RFC 4470 §3); an insecure referral the NSEC
-//! at the cut, without DS (RFC 4035 §3.1.4.1).
+//! at the cut, without DS (RFC 4035 §3.1.4.1). A query for NSEC gets that
+//! same NSEC, with NSEC in its bitmap (RFC 4035 §2.3), as its answer.
 //!
 //! The NSECs are the one thing signed per query; their RRSIGs are kept in
 //! a per-thread [`DenialCache`] of fixed size, so a name signed once is
-//! copied after that. A cache miss signs (tens of microseconds) and the
-//! signer allocates; nothing else here does.
+//! copied after that; a hit compares the whole NSEC, not only its hash. A
+//! cache miss signs (tens of microseconds) and may grow the slot's
+//! buffers; nothing else here allocates.
 
 use super::lookup::Ctx;
 use super::Owner;
@@ -19,7 +21,7 @@ use crate::zone::Node;
 use meridian_wire::writer::{Section, Writer};
 use meridian_wire::*;
 
-use crate::dnssec::sign::{compact_nsec, put_type_bitmap, TYPE_NXNAME};
+use crate::dnssec::sign::{compact_nsec, put_type_bitmap, Validity, TYPE_NXNAME};
 
 /// Slots in a thread's denial cache.
 const SLOTS: usize = 1024;
@@ -28,13 +30,31 @@ const SLOTS: usize = 1024;
 struct Slot {
     tag: u64,
     signer: u64,
+    ttl: u32,
     /// Unix seconds after which the entry is signed again.
     fresh_until: u64,
+    /// The NSEC signed: its owner, then its RDATA. A hit compares them,
+    /// since two NSECs may share a 64-bit tag.
+    nsec: Vec<u8>,
+    owner_len: usize,
     sigs: Vec<u8>,
 }
 
+impl Slot {
+    /// Does the slot hold the signatures of exactly this NSEC?
+    fn holds(&self, t: u64, signer: u64, owner: &[u8], rdata: &[u8], ttl: u32) -> bool {
+        self.tag == t
+            && self.signer == signer
+            && self.ttl == ttl
+            && self.owner_len == owner.len()
+            && self.nsec.len() == owner.len() + rdata.len()
+            && self.nsec[..owner.len()] == *owner
+            && self.nsec[owner.len()..] == *rdata
+    }
+}
+
 /// A thread's cache of online NSEC signatures, direct-mapped by a hash of
-/// (signer, owner, RDATA, TTL); a slot's buffer is reused.
+/// (signer, owner, RDATA, TTL); a slot's buffers are reused.
 pub struct DenialCache {
     slots: Box<[Slot]>,
     rdata: Vec<u8>,
@@ -60,24 +80,48 @@ fn tag(signer: u64, owner: &[u8], rdata: &[u8], ttl: u32) -> u64 {
     h.finish() | 1
 }
 
+/// Signs an NSEC's RDATA into a buffer at a time: its validity.
+type SignFn<'a> = dyn FnMut(&[u8], &mut Vec<u8>, u64) -> Result<Validity, String> + 'a;
+
 impl DenialCache {
     /// The slot holding the RRSIGs of the NSEC (`owner`, `self.rdata`,
     /// `ttl`), signed now if not cached.
     fn sigs(&mut self, s: &ZoneSigner, owner: &[u8], ttl: u32) -> Option<usize> {
         let t = tag(s.id, owner, &self.rdata, ttl);
+        let refresh = s.cfg.refresh.as_secs();
+        self.slot(t, s.id, owner, ttl, refresh, &mut |rdata, out, now| {
+            let v = s.sign_online(owner, TYPE_NSEC, ttl, rdata, now, out)?;
+            s.online.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Ok(v)
+        })
+    }
+
+    /// The slot for tag `t` if it holds this NSEC and is fresh, else the
+    /// slot refilled by `sign`.
+    fn slot(
+        &mut self,
+        t: u64,
+        signer: u64,
+        owner: &[u8],
+        ttl: u32,
+        refresh: u64,
+        sign: &mut SignFn<'_>,
+    ) -> Option<usize> {
         let at = (t as usize) % SLOTS;
         let slot = &mut self.slots[at];
         let now = unix_now();
-        if slot.tag != t || slot.signer != s.id || slot.fresh_until <= now {
+        if !slot.holds(t, signer, owner, &self.rdata, ttl) || slot.fresh_until <= now {
             slot.sigs.clear();
             slot.tag = 0;
-            let v = s
-                .sign_online(owner, TYPE_NSEC, ttl, &self.rdata, now, &mut slot.sigs)
-                .ok()?;
-            s.online.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let v = sign(&self.rdata, &mut slot.sigs, now).ok()?;
+            slot.nsec.clear();
+            slot.nsec.extend_from_slice(owner);
+            slot.nsec.extend_from_slice(&self.rdata);
+            slot.owner_len = owner.len();
+            slot.ttl = ttl;
             slot.tag = t;
-            slot.signer = s.id;
-            slot.fresh_until = u64::from(v.expiration).saturating_sub(s.cfg.refresh.as_secs());
+            slot.signer = signer;
+            slot.fresh_until = u64::from(v.expiration).saturating_sub(refresh);
         }
         Some(at)
     }
@@ -138,8 +182,8 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
     }
 
     /// The NSEC at `owner` (RDATA in the cache's buffer) with its RRSIGs,
-    /// in the authority section, at the negative TTL.
-    fn put_nsec(&mut self, w: &mut Writer, owner: Owner<'_>) {
+    /// in section `sec`, at the negative TTL.
+    fn put_nsec(&mut self, w: &mut Writer, owner: Owner<'_>, sec: Section) {
         let Some(s) = self.signer else { return };
         let ttl = self.zone_negative_ttl();
         let Some(at) = self.dc.sigs(s, owner.wire(self.qname), ttl) else {
@@ -147,8 +191,8 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
         };
         let dc = &*self.dc;
         owner.put(w);
-        w.put_raw_rr_body(Section::Authority, TYPE_NSEC, ttl, &dc.rdata);
-        put_sigs(w, owner, Section::Authority, ttl, Sigs(&dc.slots[at].sigs));
+        w.put_raw_rr_body(sec, TYPE_NSEC, ttl, &dc.rdata);
+        put_sigs(w, owner, sec, ttl, Sigs(&dc.slots[at].sigs));
     }
 
     /// The compact NSEC for a denial of `owner`, after the SOA the caller
@@ -157,6 +201,26 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
         if !S {
             return;
         }
+        self.compact_rdata(owner, what, qtype);
+        self.put_nsec(w, owner, Section::Authority);
+    }
+
+    /// QTYPE=NSEC (RFC 4035 §2.3): the NSEC that `owner`'s denials carry,
+    /// as the answer, as Knot's online signing gives it. Its bitmap lists
+    /// NSEC, so a NODATA with it would contradict itself; for a name that
+    /// does not exist it is the NXNAME one.
+    pub(super) fn nsec_answer(&mut self, w: &mut Writer, owner: Owner<'e>, what: Deny<'_>) {
+        if !S {
+            return;
+        }
+        self.compact_rdata(owner, what, 0);
+        self.put_nsec(w, owner, Section::Answer);
+    }
+
+    /// The compact NSEC's RDATA for `owner` into the cache's buffer: the
+    /// next name `\000.<owner>`, and the types `what` says, RRSIG and NSEC,
+    /// less `qtype` (the type a NODATA denies; 0 for none).
+    fn compact_rdata(&mut self, owner: Owner<'e>, what: Deny<'_>, qtype: u16) {
         let mut types = [0u16; 64];
         let mut n = 0;
         let mut add = |t: u16, types: &mut [u16; 64]| {
@@ -183,7 +247,6 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
             }
         }
         compact_nsec(owner.wire(self.qname), &types[..n], &mut self.dc.rdata);
-        self.put_nsec(w, owner);
     }
 
     /// RFC 4035 §3.1.3.3: a wildcard answer proves that the next closer
@@ -209,7 +272,7 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
         rd.push(0);
         rd.extend_from_slice(&nc[1 + len..]);
         put_type_bitmap(&[TYPE_RRSIG, TYPE_NSEC], rd);
-        self.put_nsec(w, Owner::Name(&pred[..plen]));
+        self.put_nsec(w, Owner::Name(&pred[..plen]), Section::Authority);
     }
 
     /// A referral's DNSSEC part (RFC 4035 §3.1.4.1): the cut's DS RRset
@@ -245,5 +308,34 @@ mod tests {
         assert!(out[4..64].iter().all(|&b| b == 0xFF));
         assert_eq!(&out[64..n], b"\x04test\x00");
         assert!(predecessor(b"\x02a\x00\x04test\x00", &mut out).is_none());
+    }
+
+    /// Two NSECs whose tags collide: the second is signed, never served
+    /// the first one's signatures.
+    #[test]
+    fn a_tag_collision_signs_again() {
+        let mut dc = DenialCache::default();
+        let signed = std::cell::Cell::new(0);
+        let mut sign = |rdata: &[u8], out: &mut Vec<u8>, now: u64| {
+            signed.set(signed.get() + 1);
+            out.extend_from_slice(rdata);
+            Ok(Validity::starting(now, 86_400))
+        };
+        // Every lookup below forces tag 7: one slot, as on a collision.
+        let mut get = |dc: &mut DenialCache, rdata: &[u8], owner: &[u8], ttl| {
+            dc.rdata = rdata.to_vec();
+            let at = dc.slot(7, 1, owner, ttl, 3600, &mut sign).unwrap();
+            dc.slots[at].sigs.clone()
+        };
+        assert_eq!(get(&mut dc, b"first", b"\x01a\x00", 60), b"first");
+        assert_eq!(get(&mut dc, b"first", b"\x01a\x00", 60), b"first");
+        assert_eq!(signed.get(), 1, "the same NSEC again is a hit");
+        // Other data, then another owner, then another TTL (the RRSIG's
+        // original TTL): each signed anew.
+        assert_eq!(get(&mut dc, b"second", b"\x01a\x00", 60), b"second");
+        assert_eq!(get(&mut dc, b"second", b"\x01b\x00", 60), b"second");
+        assert_eq!(signed.get(), 3);
+        get(&mut dc, b"second", b"\x01b\x00", 30);
+        assert_eq!(signed.get(), 4);
     }
 }

@@ -40,7 +40,7 @@ pub struct ZoneDnssec {
 pub const MAX_SUBSETS: u64 = 4096;
 
 impl ZoneDnssec {
-    /// The keys whose DS goes to the parent, and which sign the key RRsets:
+    /// The keys whose DS goes to the parent (CDS, CDNSKEY, `dnssec ds`):
     /// every KSK or CSK (flags 257), or every key when the zone has none.
     pub fn entry_keys(&self) -> Vec<&Arc<KeyPair>> {
         let ksk: Vec<&Arc<KeyPair>> = self.keys.iter().filter(|k| k.is_ksk()).collect();
@@ -51,15 +51,27 @@ impl ZoneDnssec {
         }
     }
 
-    /// The keys that sign everything else (RFC 6781 §3.1): the ZSKs, or
-    /// the entry keys when there are none (a CSK).
+    /// The keys that sign the key RRsets (DNSKEY, CDS, CDNSKEY): the KSKs,
+    /// and every key of an algorithm that has no KSK, since each algorithm
+    /// in the DNSKEY set must sign it (RFC 4035 §2.2).
+    pub fn key_set_keys(&self) -> Vec<&Arc<KeyPair>> {
+        self.per_algorithm(|k| k.is_ksk())
+    }
+
+    /// The keys that sign everything else (RFC 6781 §3.1): the ZSKs, and
+    /// every key of an algorithm that has no ZSK (a CSK), so that each
+    /// algorithm signs every RRset (RFC 4035 §2.2).
     pub fn zone_keys(&self) -> Vec<&Arc<KeyPair>> {
-        let zsk: Vec<&Arc<KeyPair>> = self.keys.iter().filter(|k| !k.is_ksk()).collect();
-        if zsk.is_empty() {
-            self.entry_keys()
-        } else {
-            zsk
-        }
+        self.per_algorithm(|k| !k.is_ksk())
+    }
+
+    /// The keys `role` picks, and all keys of each algorithm it picks none of.
+    fn per_algorithm(&self, role: impl Fn(&KeyPair) -> bool) -> Vec<&Arc<KeyPair>> {
+        let alg = |k: &KeyPair| k.dnskey.algorithm;
+        self.keys
+            .iter()
+            .filter(|k| role(k) || !self.keys.iter().any(|o| alg(o) == alg(k) && role(o)))
+            .collect()
     }
 }
 
@@ -89,6 +101,7 @@ pub fn check(
     }
     let mut out: Vec<Arc<KeyPair>> = Vec::new();
     let mut publish: Vec<Arc<KeyPair>> = Vec::new();
+    let mut published_at = Vec::new();
     let listed = d.keys.get_ref().iter().map(|k| (k, false));
     let published = d
         .publish
@@ -140,9 +153,23 @@ pub fn check(
             warnings.push(src.err(k.span(), m).to_string());
         }
         if publish_only {
+            published_at.push((k.span(), k.get_ref().clone()));
             publish.push(key);
         } else {
             out.push(key);
+        }
+    }
+    // RFC 4035 §2.2: every algorithm in the DNSKEY set signs every RRset.
+    for (key, (span, name)) in publish.iter().zip(published_at) {
+        let alg = key.dnskey.algorithm;
+        if !out.iter().any(|k| k.dnskey.algorithm == alg) {
+            let m = format!(
+                "warning: zone {origin}: dnssec key {name:?} is published only, and no key under \
+                 keys has its algorithm {alg}: the DNSKEY set holds an algorithm that signs \
+                 nothing (RFC 4035 §2.2), which DNSViz reports; list a key of algorithm {alg} \
+                 under keys first (RFC 6781 §4.1.4)"
+            );
+            warnings.push(src.err(span, m).to_string());
         }
     }
     let validity = duration(

@@ -99,11 +99,11 @@ pub struct Keys<'a> {
 
 impl<'a> Keys<'a> {
     /// The roles of a zone's signing keys (RFC 6781 §3.1): KSKs (flag 257)
-    /// sign the key RRsets, ZSKs the rest; a zone with only one kind uses
-    /// it for both (a CSK).
+    /// sign the key RRsets, ZSKs the rest; an algorithm with only one kind
+    /// uses it for both (a CSK), so every algorithm signs every RRset.
     pub fn of(apex: &'a [u8], cfg: &'a ZoneDnssec) -> Keys<'a> {
         let refs = |v: Vec<&'a Arc<KeyPair>>| v.into_iter().map(|k| &**k).collect();
-        let (ksk, zsk) = (refs(cfg.entry_keys()), refs(cfg.zone_keys()));
+        let (ksk, zsk) = (refs(cfg.key_set_keys()), refs(cfg.zone_keys()));
         let (validity, refresh) = (cfg.validity.as_secs(), cfg.refresh.as_secs());
         Keys {
             apex,

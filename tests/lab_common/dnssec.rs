@@ -11,6 +11,8 @@
 //!   forward zones, `local-zone: "." refuse` and `dont-query` kept).
 //! - [`ask_do`]: a query with RD and DO=1 (and ECS if given); the rcode,
 //!   the AD flag, the answer and any Extended DNS Error.
+//! - [`Named`]: BIND's named validating with that anchor, forwarding
+//!   the zone to the server under test.
 //! - [`delv`]: `delv @127.0.0.1 -p PORT -a anchors +root=ZONE NAME TYPE`,
 //!   read for `; fully validated` / `; negative response, fully validated`.
 //!   delv 9.18 has no `+subnet`: ECS answers are validated through the
@@ -159,6 +161,97 @@ impl Validators {
 
     pub(crate) fn all(&self) -> [&Resolver; 2] {
         [&self.unbound, &self.recursor]
+    }
+}
+
+/// BIND's named as a validating resolver: `anchor` as its trust anchor,
+/// the anchor's zone forwarded to `upstream`; killed on drop.
+pub(crate) struct Named {
+    pub(crate) addr: SocketAddr,
+    log: PathBuf,
+    child: std::process::Child,
+    _dir: TempDir,
+}
+
+impl Named {
+    /// Started on a free loopback port; ready when the zone's SOA (asked
+    /// with CD=1) comes back through it.
+    pub(crate) fn start(upstream: SocketAddr, anchor: &TrustAnchor) -> Named {
+        assert!(
+            upstream.ip().is_loopback(),
+            "named forwards to loopback only"
+        );
+        let mut last = String::new();
+        for _ in 0..5 {
+            let dir = TempDir::new("lab-named");
+            let port = crate::common::free_port();
+            let d = dir.0.display();
+            let conf = dir.write(
+                "named.conf",
+                &format!(
+                    "options {{\n  directory \"{d}\";\n  pid-file \"{d}/named.pid\";\n  \
+                     session-keyfile \"{d}/session.key\";\n  \
+                     listen-on port {port} {{ 127.0.0.1; }};\n  listen-on-v6 {{ none; }};\n  \
+                     recursion yes;\n  allow-query {{ 127.0.0.1; }};\n  dnssec-validation yes;\n}};\n\
+                     controls {{ }};\n{}zone \"{}\" {{\n  type forward;\n  forward only;\n  \
+                     forwarders {{ {} port {}; }};\n}};\n",
+                    anchor.delv_anchors(),
+                    anchor.zone_name(),
+                    upstream.ip(),
+                    upstream.port()
+                ),
+            );
+            let log = dir.0.join("named.log");
+            let out = std::fs::File::create(&log).unwrap();
+            let mut cmd = Command::new("named");
+            cmd.arg("-g").arg("-n").arg("1").arg("-c").arg(&conf);
+            cmd.stdin(Stdio::null())
+                .stdout(out.try_clone().unwrap())
+                .stderr(out);
+            super::die_with_parent(&mut cmd, libc::SIGKILL);
+            let child = cmd.spawn().expect("named (package bind9)");
+            let mut n = Named {
+                addr: format!("127.0.0.1:{port}").parse().unwrap(),
+                log,
+                child,
+                _dir: dir,
+            };
+            if n.ready(&anchor.zone) {
+                return n;
+            }
+            last = n.log();
+        }
+        panic!("named did not start; last log:\n{last}");
+    }
+
+    fn ready(&mut self, zone: &str) -> bool {
+        let mut q = Q::new(zone, RecordType::SOA).rd().edns(1232).to_bytes();
+        q[3] |= 0x10; // CD: a wrong anchor must not keep it from starting
+        let t0 = std::time::Instant::now();
+        while t0.elapsed() < Duration::from_secs(30) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return false;
+            }
+            if let Some(raw) = udp_exchange(self.addr, &q, Duration::from_millis(500)) {
+                if Message::from_vec(&raw).is_ok_and(|m| !m.answers.is_empty()) {
+                    return true;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
+    }
+
+    /// named's log so far.
+    pub(crate) fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Named {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
