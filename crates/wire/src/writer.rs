@@ -1,6 +1,11 @@
 //! Writes response messages into a caller-owned buffer with name compression
 //! (RFC 1035 §4.1.4), without allocating. The question is copied as received,
 //! so every name in it can be a compression target.
+//!
+//! The writer holds the message's hard size limit (RFC 1035 §4.2.1, RFC 6891
+//! §6.2.5: the client's UDP size capped by ours, or 65535 over TCP; see
+//! [`Writer::set_limit`]). No append goes past it: one that would writes
+//! nothing and sets `overflow`, and the caller sends the truncated form.
 
 use crate::rdata::{Packed, Piece, RRset};
 use crate::CLASS_IN;
@@ -15,6 +20,8 @@ pub struct Writer<'b> {
     pub len: usize,
     /// Set when a write did not fit; the caller then truncates.
     pub overflow: bool,
+    /// No append goes past this length (at most `buf.len()`).
+    limit: usize,
     targets: [u16; MAX_TARGETS],
     ntargets: usize,
     /// Records written to the answer section.
@@ -48,9 +55,11 @@ pub enum Section {
 }
 
 impl<'b> Writer<'b> {
-    /// An empty writer over `buf` (the header is written last, by the caller).
+    /// An empty writer over `buf` (the header is written last, by the
+    /// caller), limited to the buffer until [`set_limit`](Writer::set_limit).
     pub fn new(buf: &'b mut [u8]) -> Writer<'b> {
         Writer {
+            limit: buf.len(),
             buf,
             len: 0,
             overflow: false,
@@ -62,11 +71,40 @@ impl<'b> Writer<'b> {
         }
     }
 
-    /// Append octets; on overflow set `overflow` and write nothing.
+    /// Limit the message to `n` octets (and to the buffer). Octets already
+    /// written are kept; later appends past `n` set `overflow`.
+    #[inline]
+    pub fn set_limit(&mut self, n: usize) {
+        self.limit = n.min(self.buf.len());
+    }
+
+    /// The message's size limit.
+    #[inline]
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Whether `n` more octets fit under the limit.
+    #[inline]
+    pub fn fits(&self, n: usize) -> bool {
+        self.len + n <= self.limit
+    }
+
+    /// Start the message over at `len` (past the header): everything
+    /// written after it, the section counts, the compression targets past
+    /// it and the overflow flag are dropped.
+    pub fn restart(&mut self, len: usize) {
+        self.truncate(len.min(self.limit));
+        self.an = 0;
+        self.ns = 0;
+        self.ar = 0;
+    }
+
+    /// Append octets; past the limit set `overflow` and write nothing.
     #[inline]
     pub fn put(&mut self, b: &[u8]) {
         let end = self.len + b.len();
-        if end > self.buf.len() {
+        if end > self.limit {
             self.overflow = true;
             return;
         }
@@ -190,7 +228,7 @@ impl<'b> Writer<'b> {
             return false;
         };
         let end = self.len + 12 + body.len();
-        if end > self.buf.len() {
+        if end > self.limit {
             self.overflow = true;
             return true;
         }
