@@ -351,3 +351,32 @@ impl Header {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_append_passes_the_limit() {
+        let mut buf = [0u8; 64];
+        let mut w = Writer::new(&mut buf);
+        w.set_limit(1000);
+        assert_eq!(w.limit(), 64, "never past the buffer");
+        w.set_limit(20);
+        w.len = 12;
+        w.put(&[1; 8]);
+        assert!(!w.overflow && w.len == 20 && !w.fits(1));
+        w.put(&[2]);
+        assert!(w.overflow && w.len == 20, "nothing written past the limit");
+        let m = w.mark();
+        w.put_name(b"\x03www\x00");
+        assert_eq!(w.len, 20);
+        w.rewind(m);
+        w.set_limit(40);
+        w.overflow = false;
+        w.put_name(b"\x03www\x00");
+        assert!(!w.overflow && w.len == 25);
+        w.restart(12);
+        assert!(w.len == 12 && !w.overflow && w.an == 0);
+    }
+}
