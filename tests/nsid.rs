@@ -18,7 +18,8 @@ fn server(extra: &str) -> (TempDir, Server) {
     let t = "t".repeat(200);
     dir.write(
         "n.test.zone",
-        &format!("$ORIGIN n.test.\n$TTL 300\n@ IN SOA ns1 hostmaster 1 7200 1800 1209600 300\n\
+        &format!(
+            "$ORIGIN n.test.\n$TTL 300\n@ IN SOA ns1 hostmaster 1 7200 1800 1209600 300\n\
          @ IN NS ns1\nns1 IN A 192.0.2.53\n\
          ; any other name: a TXT RRset over 512 octets\n\
          * IN TXT \"{t}\" \"{t}\" \"{t}\"\n"

@@ -50,14 +50,9 @@ pub fn engines(root: &Path) -> Vec<Case> {
                 &format!("edns_udp_payload = {payload}\n{nsid}"),
             )
             .replace("\"../geo/", &format!("\"{}/../geo/", zones.display()))
-            .replace(
-                "file = \"",
-                &format!("file = \"{}/", zones.display()),
-            );
-        let p = std::env::temp_dir().join(format!(
-            "meridian-limit-{}-{k}.toml",
-            std::process::id()
-        ));
+            .replace("file = \"", &format!("file = \"{}/", zones.display()));
+        let p =
+            std::env::temp_dir().join(format!("meridian-limit-{}-{k}.toml", std::process::id()));
         std::fs::write(&p, t).unwrap();
         let engine = meridian::answer::load(&p, None);
         let _ = std::fs::remove_file(&p);

@@ -174,7 +174,7 @@ impl Engine {
         let reserve = q
             .edns
             .map_or(0, |e| opt_len(ecs.as_ref()) + cookie::octets(e.cookie));
-        w.set_limit(limit - reserve);
+        w.set_limit(limit.saturating_sub(reserve));
         w.len = 12;
         w.put(&req[12..q.question_end]);
         w.add_name_targets(12);
@@ -276,7 +276,14 @@ impl Engine {
             if !with_nsid && !nsid {
                 break;
             }
-            let len = self.error(w, req, Some(q.question_end), q.edns, RCODE_NOTAUTH, with_nsid);
+            let len = self.error(
+                w,
+                req,
+                Some(q.question_end),
+                q.edns,
+                RCODE_NOTAUTH,
+                with_nsid,
+            );
             if !meridian_wire::tsig::put_badkey(w, req, at) {
                 return (len, false); // malformed: cannot happen after parse_query
             }
