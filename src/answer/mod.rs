@@ -205,7 +205,9 @@ impl Engine {
             w.rewind(question);
             outcome.truncated = true;
         }
-        w.set_limit(limit);
+        // The OPT's room back: the same message, up to the limit.
+        let (m, n) = (w.mark(), limit.min(out.len()));
+        let mut w = Writer::resume(&mut out[..n], m);
         if let Some(e) = q.edns {
             let opt_at = w.len;
             put_opt(

@@ -4,8 +4,10 @@
 //!
 //! The writer holds the message's hard size limit (RFC 1035 §4.2.1, RFC 6891
 //! §6.2.5: the client's UDP size capped by ours, or 65535 over TCP; see
-//! [`Writer::set_limit`]). No append goes past it: one that would writes
-//! nothing and sets `overflow`, and the caller sends the truncated form.
+//! [`Writer::set_limit`]) as the length of its buffer, so the one bounds
+//! check of each append is the limit's. No append goes past it: one that
+//! would writes nothing and sets `overflow`, and the caller sends the
+//! truncated form.
 
 use crate::rdata::{Packed, Piece, RRset};
 use crate::CLASS_IN;
@@ -14,14 +16,12 @@ const MAX_TARGETS: usize = 48;
 
 /// A response under construction. Offsets are from the start of the message.
 pub struct Writer<'b> {
-    /// The buffer the message is written into.
+    /// The buffer the message is written into, as long as the limit.
     pub buf: &'b mut [u8],
     /// Octets written so far.
     pub len: usize,
     /// Set when a write did not fit; the caller then truncates.
     pub overflow: bool,
-    /// No append goes past this length (at most `buf.len()`).
-    limit: usize,
     targets: [u16; MAX_TARGETS],
     ntargets: usize,
     /// Records written to the answer section.
@@ -59,7 +59,6 @@ impl<'b> Writer<'b> {
     /// caller), limited to the buffer until [`set_limit`](Writer::set_limit).
     pub fn new(buf: &'b mut [u8]) -> Writer<'b> {
         Writer {
-            limit: buf.len(),
             buf,
             len: 0,
             overflow: false,
@@ -71,30 +70,47 @@ impl<'b> Writer<'b> {
         }
     }
 
-    /// Limit the message to `n` octets (and to the buffer). Octets already
-    /// written are kept; later appends past `n` set `overflow`.
+    /// Lower the limit to `n` octets (never raised: see
+    /// [`resume`](Writer::resume)). Octets already written are kept, up to
+    /// `n`; later appends past `n` set `overflow`.
     #[inline]
     pub fn set_limit(&mut self, n: usize) {
-        self.limit = n.min(self.buf.len());
+        let buf = std::mem::take(&mut self.buf);
+        let n = n.min(buf.len());
+        self.buf = &mut buf[..n];
+        self.len = self.len.min(n);
+    }
+
+    /// A writer over `buf` (the same message, with a higher limit) that goes
+    /// on from `m`: its length, counts and overflow flag. It has no
+    /// compression targets: it is for what follows the records (the OPT).
+    pub fn resume(buf: &'b mut [u8], m: Mark) -> Writer<'b> {
+        let mut w = Writer::new(buf);
+        w.len = m.len.min(w.buf.len());
+        w.overflow = m.overflow;
+        w.an = m.an;
+        w.ns = m.ns;
+        w.ar = m.ar;
+        w
     }
 
     /// The message's size limit.
     #[inline]
     pub fn limit(&self) -> usize {
-        self.limit
+        self.buf.len()
     }
 
     /// Whether `n` more octets fit under the limit.
     #[inline]
     pub fn fits(&self, n: usize) -> bool {
-        self.len + n <= self.limit
+        self.len + n <= self.buf.len()
     }
 
     /// Start the message over at `len` (past the header): everything
     /// written after it, the section counts, the compression targets past
     /// it and the overflow flag are dropped.
     pub fn restart(&mut self, len: usize) {
-        self.truncate(len.min(self.limit));
+        self.truncate(len.min(self.buf.len()));
         self.an = 0;
         self.ns = 0;
         self.ar = 0;
@@ -104,7 +120,7 @@ impl<'b> Writer<'b> {
     #[inline]
     pub fn put(&mut self, b: &[u8]) {
         let end = self.len + b.len();
-        if end > self.limit {
+        if end > self.buf.len() {
             self.overflow = true;
             return;
         }
@@ -228,7 +244,7 @@ impl<'b> Writer<'b> {
             return false;
         };
         let end = self.len + 12 + body.len();
-        if end > self.limit {
+        if end > self.buf.len() {
             self.overflow = true;
             return true;
         }
@@ -372,8 +388,10 @@ mod tests {
         w.put_name(b"\x03www\x00");
         assert_eq!(w.len, 20);
         w.rewind(m);
-        w.set_limit(40);
         w.overflow = false;
+        let m = w.mark();
+        let mut w = Writer::resume(&mut buf[..40], m);
+        assert_eq!(w.limit(), 40);
         w.put_name(b"\x03www\x00");
         assert!(!w.overflow && w.len == 25);
         w.restart(12);
