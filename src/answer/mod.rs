@@ -119,17 +119,16 @@ impl Engine {
         *cookie_valid = false;
         *outcome = Outcome::default();
         let parsed = parse_query(req, q);
-        let mut w = Writer::new(out);
         match parsed {
             Err(Reject::Drop) => return None,
             Err(Reject::FormErr { question_end, edns }) => {
                 outcome.rcode = RCODE_FORMERR;
-                w.set_limit(self.limit(t, edns));
+                let mut w = self.writer(out, t, edns);
                 return Some(self.error(&mut w, req, question_end, edns, RCODE_FORMERR, true));
             }
             Err(Reject::BadVers { question_end, edns }) => {
                 outcome.rcode = RCODE_BADVERS;
-                w.set_limit(self.limit(t, Some(edns)));
+                let mut w = self.writer(out, t, Some(edns));
                 return Some(self.error(
                     &mut w,
                     req,
@@ -141,23 +140,24 @@ impl Engine {
             }
             Err(Reject::NotImp { edns }) => {
                 outcome.rcode = RCODE_NOTIMP;
-                w.set_limit(self.limit(t, edns));
+                let mut w = self.writer(out, t, edns);
                 return Some(self.error(&mut w, req, None, edns, RCODE_NOTIMP, true));
             }
             Ok(()) => {}
         }
         outcome.qtype = q.qtype;
         outcome.ecs = q.edns.and_then(|e| e.ecs).is_some();
-        let limit = self.limit(t, q.edns);
-        w.set_limit(limit);
+        let limit = self.limit(t, q.edns).min(out.len());
         if let Some(at) = q.tsig {
             outcome.rcode = RCODE_NOTAUTH;
+            let mut w = Writer::new(&mut out[..limit]);
             let (len, tc) = self.badkey(&mut w, req, q, at);
             outcome.truncated = tc;
             return Some(len);
         }
         if q.opcode() != 0 {
             outcome.rcode = RCODE_NOTIMP;
+            let mut w = Writer::new(&mut out[..limit]);
             return Some(self.error(
                 &mut w,
                 req,
@@ -174,7 +174,7 @@ impl Engine {
         let reserve = q
             .edns
             .map_or(0, |e| opt_len(ecs.as_ref()) + cookie::octets(e.cookie));
-        w.set_limit(limit.saturating_sub(reserve));
+        let mut w = Writer::new(&mut out[..limit.saturating_sub(reserve)]);
         w.len = 12;
         w.put(&req[12..q.question_end]);
         w.add_name_targets(12);
@@ -206,8 +206,8 @@ impl Engine {
             outcome.truncated = true;
         }
         // The OPT's room back: the same message, up to the limit.
-        let (m, n) = (w.mark(), limit.min(out.len()));
-        let mut w = Writer::resume(&mut out[..n], m);
+        let m = w.mark();
+        let mut w = Writer::resume(&mut out[..limit], m);
         if let Some(e) = q.edns {
             let opt_at = w.len;
             put_opt(
@@ -253,6 +253,12 @@ impl Engine {
         }
         .write(w.buf);
         Some(len)
+    }
+
+    /// A writer over `out` up to the limit for a query with `edns`.
+    fn writer<'o>(&self, out: &'o mut [u8], t: Transport, edns: Option<Edns>) -> Writer<'o> {
+        let n = self.limit(t, edns).min(out.len());
+        Writer::new(&mut out[..n])
     }
 
     /// The size limit of the response to a query with `edns`: 65535 over

@@ -3,8 +3,8 @@
 //! so every name in it can be a compression target.
 //!
 //! The writer holds the message's hard size limit (RFC 1035 §4.2.1, RFC 6891
-//! §6.2.5: the client's UDP size capped by ours, or 65535 over TCP; see
-//! [`Writer::set_limit`]) as the length of its buffer, so the one bounds
+//! §6.2.5: the client's UDP size capped by ours, or 65535 over TCP) as the
+//! length of its buffer ([`Writer::new`], [`Writer::resume`]), so the one bounds
 //! check of each append is the limit's. No append goes past it: one that
 //! would writes nothing and sets `overflow`, and the caller sends the
 //! truncated form.
@@ -56,7 +56,8 @@ pub enum Section {
 
 impl<'b> Writer<'b> {
     /// An empty writer over `buf` (the header is written last, by the
-    /// caller), limited to the buffer until [`set_limit`](Writer::set_limit).
+    /// caller): `buf.len()` is the message's limit, so pass the buffer cut
+    /// to it.
     pub fn new(buf: &'b mut [u8]) -> Writer<'b> {
         Writer {
             buf,
@@ -68,17 +69,6 @@ impl<'b> Writer<'b> {
             ns: 0,
             ar: 0,
         }
-    }
-
-    /// Lower the limit to `n` octets (never raised: see
-    /// [`resume`](Writer::resume)). Octets already written are kept, up to
-    /// `n`; later appends past `n` set `overflow`.
-    #[inline]
-    pub fn set_limit(&mut self, n: usize) {
-        let buf = std::mem::take(&mut self.buf);
-        let n = n.min(buf.len());
-        self.buf = &mut buf[..n];
-        self.len = self.len.min(n);
     }
 
     /// A writer over `buf` (the same message, with a higher limit) that goes
@@ -375,10 +365,8 @@ mod tests {
     #[test]
     fn no_append_passes_the_limit() {
         let mut buf = [0u8; 64];
-        let mut w = Writer::new(&mut buf);
-        w.set_limit(1000);
-        assert_eq!(w.limit(), 64, "never past the buffer");
-        w.set_limit(20);
+        let mut w = Writer::new(&mut buf[..20]);
+        assert_eq!(w.limit(), 20);
         w.len = 12;
         w.put(&[1; 8]);
         assert!(!w.overflow && w.len == 20 && !w.fits(1));
