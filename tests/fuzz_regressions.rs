@@ -12,6 +12,9 @@ mod config_check;
 #[path = "../fuzz/fuzz_targets/ecs_check.rs"]
 #[allow(unreachable_pub)] // `pub` for the fuzz crate, which this file borrows
 mod ecs_check;
+#[path = "../fuzz/fuzz_targets/limit_check.rs"]
+#[allow(unreachable_pub)] // `pub` for the fuzz crate, which this file borrows
+mod limit_check;
 #[path = "../fuzz/fuzz_targets/zone_check.rs"]
 #[allow(unreachable_pub)] // `pub` for the fuzz crate, which this file borrows
 mod zone_check;
@@ -54,6 +57,28 @@ fn answer_corpus_and_regressions() {
     )
     .unwrap();
     replay("answer", 100, |d| answer_check::run_one(&e, d));
+}
+
+/// The `limit` target's property on the stable toolchain: every answer to
+/// every seed of fuzz/corpus/answer, and to its variants (an OPT of 512
+/// asking for the NSID, a TSIG with pointer names, a long QNAME, byte
+/// flips), fits the limit, under every config variant (long NSIDs, UDP
+/// sizes 512, 1232 and 4096).
+#[test]
+fn every_answer_fits_its_limit() {
+    let cases = limit_check::engines(&limit_check::root(env!("CARGO_MANIFEST_DIR")));
+    let mut n = 0;
+    replay("answer", 100, |d| {
+        for (k, c) in cases.iter().enumerate() {
+            for q in limit_check::variants(d, d.len() as u64 * 31 + k as u64) {
+                limit_check::run_one(c, &q);
+            }
+        }
+    });
+    for (_, d) in inputs("answer") {
+        n += limit_check::variants(&d, 1).len() * cases.len();
+    }
+    assert!(n > 10_000, "only {n} queries");
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! NSID (RFC 5001): `[server] nsid = "text"` (or `nsid_hex`) is returned in
 //! the OPT of a response to a query that carries an empty NSID option, and
-//! only then; without the key, never.
+//! only then; without the key, never. It is left out when it does not
+//! fit under the client's UDP size (RFC 5001 §2.3): it never makes an
+//! answer truncated or larger than the client allows.
 
 mod common;
 
@@ -9,13 +11,19 @@ use meridian_wire::build::option;
 
 const A: u16 = 1;
 const NSID: u16 = 3;
+const TXT: u16 = 16;
 
 fn server(extra: &str) -> (TempDir, Server) {
     let dir = TempDir::new("nsid");
+    let t = "t".repeat(200);
     dir.write(
         "n.test.zone",
-        "$ORIGIN n.test.\n$TTL 300\n@ IN SOA ns1 hostmaster 1 7200 1800 1209600 300\n\
-         @ IN NS ns1\nns1 IN A 192.0.2.53\n",
+        &format!(
+            "$ORIGIN n.test.\n$TTL 300\n@ IN SOA ns1 hostmaster 1 7200 1800 1209600 300\n\
+         @ IN NS ns1\nns1 IN A 192.0.2.53\n\
+         ; any other name: a TXT RRset over 512 octets\n\
+         * IN TXT \"{t}\" \"{t}\" \"{t}\"\n"
+        ),
     );
     let cfg = dir.write(
         "n.toml",
@@ -89,4 +97,45 @@ fn bad_nsid_settings_fail_check() {
             "{extra}: {err}"
         );
     }
+}
+
+/// A 512-octet EDNS client asking for the NSID.
+fn ask_nsid_512(s: &Server, name: &str, qtype: u16) -> Resp {
+    s.ask(
+        &QueryBuilder::new(name, qtype)
+            .edns(512)
+            .option(&option(NSID, &[]))
+            .build(),
+    )
+}
+
+#[test]
+fn long_nsid_never_exceeds_a_512_octet_client() {
+    let id = "i".repeat(400);
+    let (_d, s) = server(&format!("nsid = \"{id}\""));
+    // Fits: sent.
+    let r = ask_nsid_512(&s, "ns1.n.test", A);
+    assert!(r.raw.len() <= 512 && !r.hdr().truncation);
+    assert_eq!(options(&r), [(NSID, id.as_bytes().to_vec())]);
+    // A 136-octet QNAME: the NODATA answer fits, with the NSID it would
+    // not. It is sent without the NSID, and not truncated.
+    let long = format!("{}.{}.n.test", "a".repeat(63), "b".repeat(63));
+    let r = ask_nsid_512(&s, &long, A);
+    assert!(r.raw.len() <= 512, "{} octets", r.raw.len());
+    assert!(!r.hdr().truncation, "truncated for the NSID's sake");
+    assert_eq!(r.hdr().counts.authorities, 1, "the SOA");
+    assert!(options(&r).is_empty());
+    // The TXT answer does not fit: the truncated form does, without NSID.
+    let r = ask_nsid_512(&s, &long, TXT);
+    assert!(r.raw.len() <= 512, "{} octets", r.raw.len());
+    assert!(r.hdr().truncation);
+    assert!(options(&r).is_empty());
+    // Over TCP the answer and the NSID.
+    let q = QueryBuilder::new(&long, TXT)
+        .edns(512)
+        .option(&option(NSID, &[]))
+        .build();
+    let r = Resp::new(s.tcp_raw(&q).expect("a TCP answer"));
+    assert!(!r.hdr().truncation && r.hdr().counts.answers == 1);
+    assert_eq!(options(&r), [(NSID, id.as_bytes().to_vec())]);
 }

@@ -60,7 +60,6 @@ impl Engine {
         src: IpAddr,
         sel: &mut Selector,
         dc: &mut DenialCache,
-        room: usize,
     ) -> Resolved {
         let name = &q.qname;
         // Longest zone suffix. DS belongs to the parent side of a cut (RFC
@@ -103,8 +102,8 @@ impl Engine {
             None
         };
         match signer {
-            None => self.walk::<false>(w, q, zi, apex_at, src, sel, dc, None, room),
-            Some(s) => self.walk::<true>(w, q, zi, apex_at, src, sel, dc, Some(s), room),
+            None => self.walk::<false>(w, q, zi, apex_at, src, sel, dc, None),
+            Some(s) => self.walk::<true>(w, q, zi, apex_at, src, sel, dc, Some(s)),
         }
     }
 
@@ -121,7 +120,6 @@ impl Engine {
         sel: &mut Selector,
         dc: &mut DenialCache,
         signer: Option<&crate::engine::signed::ZoneSigner>,
-        room: usize,
     ) -> Resolved {
         let name = &q.qname;
         let mut ctx = Ctx::<S> {
@@ -141,7 +139,6 @@ impl Engine {
             pool: None,
             qname: name.as_bytes(),
             chain: [&[]; MAX_CHAIN],
-            room,
             denials: 0,
         };
         let rcode = ctx.lookup(w, name, apex_at, Owner::Qname, q.qtype, 0);
@@ -202,9 +199,6 @@ pub(super) struct Ctx<'e, 's, const S: bool> {
     pub(super) qname: &'e [u8],
     /// CNAME targets already looked up in this answer (loop protection).
     chain: [&'e [u8]; MAX_CHAIN],
-    /// Octets the message may fill (the OPT's room kept): optional
-    /// additional records that do not fit are left out, without TC.
-    room: usize,
     /// Negative answers written so far.
     denials: u32,
 }
@@ -473,11 +467,11 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
 
     /// The A and AAAA RRsets of `target` in the additional section, if it
     /// is a static name of this zone, each with its RRSIGs when signing
-    /// (RFC 4035 §3.1.1; glue has none). Optional ones that do not fit in
-    /// `room` are left out, and none after them; RRSIGs that do not fit
+    /// (RFC 4035 §3.1.1; glue has none). Optional ones that do not fit under
+    /// the writer's limit (the OPT's room kept) are left out, without TC, and none after them; RRSIGs that do not fit
     /// are dropped, the RRset kept (§3.1.1 allows it), and nothing follows.
     fn addresses(&mut self, w: &mut Writer, target: &[u8], required: bool) {
-        // Past the buffer already: the answer is truncated anyway.
+        // Past the limit already: the answer is truncated anyway.
         if w.overflow || !meridian_wire::name::is_subdomain(target, &self.zone.origin) {
             return;
         }
@@ -490,7 +484,7 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
             };
             let mark = w.mark();
             w.put_rrset(Section::Additional, target, set, set.ttl);
-            if !required && (w.overflow || w.len > self.room) {
+            if !required && w.overflow {
                 w.rewind(mark);
                 return;
             }
@@ -498,7 +492,7 @@ impl<'e, const S: bool> Ctx<'e, '_, S> {
             if S && !required {
                 let mark = w.mark();
                 self.sign_static(w, Owner::Name(target), Section::Additional, i, set.ttl);
-                if w.overflow || w.len > self.room {
+                if w.overflow {
                     w.rewind(mark);
                     return;
                 }

@@ -8,7 +8,12 @@
 //! DNS Error (RFC 8914 §4). Class CH answers the identity queries
 //! (`id.server`, `hostname.bind`, `version.bind` TXT) and nothing else.
 //!
-//! Invariants: allocates nothing per query; writes only through the `Writer`.
+//! Invariants: allocates nothing per query; writes only through the `Writer`,
+//! which holds the one size limit of every response (`Engine::limit`): the
+//! client's UDP size (512 without EDNS, RFC 1035 §4.2.1; at least 512 with
+//! it, RFC 6891 §6.2.5) capped by ours, or 65535 over TCP. Records, options
+//! and TSIG all stop at it; an NSID that does not fit is left out (RFC 5001
+//! §2.3), anything else that does not fit makes the answer truncated.
 //! A truncated UDP answer (TC set) holds the header, the question and the
 //! OPT record (with the ECS echo) and nothing else: whole sections are
 //! dropped, never part of an RRset (RFC 2181 §9); the client retries over TCP.
@@ -18,7 +23,7 @@ use std::net::IpAddr;
 use crate::engine::Engine;
 use crate::pool::Selector;
 use meridian_wire::ecs::Scope;
-use meridian_wire::edns::{opt_len, put_ede, put_opt, put_option};
+use meridian_wire::edns::{ede_len, opt_len, put_ede, put_opt, put_option};
 use meridian_wire::writer::{Header, Section, Writer};
 use meridian_wire::*;
 
@@ -59,7 +64,7 @@ pub struct Transport {
     /// The client's address (the datagram's or connection's source): what
     /// geo decisions use unless the query carries a usable ECS address.
     pub src: IpAddr,
-    /// Over TCP: no UDP size limit applies to the response.
+    /// Over TCP: the response may take 65535 octets.
     pub tcp: bool,
 }
 
@@ -130,62 +135,62 @@ impl Engine {
         *cookie_valid = false;
         *outcome = Outcome::default();
         let parsed = parse_query(req, q);
-        let mut w = Writer::new(out);
         match parsed {
             Err(Reject::Drop) => return None,
             Err(Reject::FormErr { question_end, edns }) => {
                 outcome.rcode = RCODE_FORMERR;
-                return Some(self.error(&mut w, req, question_end, edns, RCODE_FORMERR));
+                let mut w = self.writer(out, t, edns);
+                return Some(self.error(&mut w, req, question_end, edns, RCODE_FORMERR, true));
             }
             Err(Reject::BadVers { question_end, edns }) => {
                 outcome.rcode = RCODE_BADVERS;
+                let mut w = self.writer(out, t, Some(edns));
                 return Some(self.error(
                     &mut w,
                     req,
                     Some(question_end),
                     Some(edns),
                     RCODE_BADVERS,
+                    true,
                 ));
             }
             Err(Reject::NotImp { edns }) => {
                 outcome.rcode = RCODE_NOTIMP;
-                return Some(self.error(&mut w, req, None, edns, RCODE_NOTIMP));
+                let mut w = self.writer(out, t, edns);
+                return Some(self.error(&mut w, req, None, edns, RCODE_NOTIMP, true));
             }
             Ok(()) => {}
         }
         outcome.qtype = q.qtype;
         outcome.ecs = q.edns.and_then(|e| e.ecs).is_some();
+        let limit = self.limit(t, q.edns).min(out.len());
         if let Some(at) = q.tsig {
-            // RFC 8945 §5.2.1: we hold no keys, so no key matches: NOTAUTH,
-            // with an unsigned TSIG saying BADKEY.
             outcome.rcode = RCODE_NOTAUTH;
-            let len = self.error(&mut w, req, Some(q.question_end), q.edns, RCODE_NOTAUTH);
-            if meridian_wire::tsig::put_badkey(&mut w, req, at) {
-                let ar = u16::from_be_bytes([w.buf[10], w.buf[11]]) + 1;
-                w.buf[10..12].copy_from_slice(&ar.to_be_bytes());
-                return Some(w.len);
-            }
+            let mut w = Writer::new(&mut out[..limit]);
+            let (len, tc) = self.badkey(&mut w, req, q, at);
+            outcome.truncated = tc;
             return Some(len);
         }
         if q.opcode() != 0 {
             outcome.rcode = RCODE_NOTIMP;
-            return Some(self.error(&mut w, req, Some(q.question_end), q.edns, RCODE_NOTIMP));
+            let mut w = Writer::new(&mut out[..limit]);
+            return Some(self.error(
+                &mut w,
+                req,
+                Some(q.question_end),
+                q.edns,
+                RCODE_NOTIMP,
+                true,
+            ));
         }
-        // The UDP limit: the client's size (512 without EDNS), capped by ours.
-        let limit = if t.tcp {
-            out_len(w.buf.len())
-        } else {
-            let client = q.edns.map(|e| e.udp_size.max(512)).unwrap_or(512);
-            (client.min(self.settings.edns_udp_payload) as usize).min(w.buf.len())
-        };
         let ecs = q.edns.and_then(|e| e.ecs);
         let nsid = self.nsid_for(q.edns);
-        let opt_octets = q
+        // The OPT, its ECS echo and the cookie go in every answer to an EDNS
+        // query, so the records leave room for them.
+        let reserve = q
             .edns
-            .map(|e| {
-                opt_len(ecs.as_ref()) + nsid.map_or(0, |n| 4 + n.len()) + cookie::octets(e.cookie)
-            })
-            .unwrap_or(0);
+            .map_or(0, |e| opt_len(ecs.as_ref()) + cookie::octets(e.cookie));
+        let mut w = Writer::new(&mut out[..limit.saturating_sub(reserve)]);
         w.len = 12;
         w.put(&req[12..q.question_end]);
         w.add_name_targets(12);
@@ -200,25 +205,19 @@ impl Engine {
         } else if !class_ok || q.qtype == TYPE_AXFR || q.qtype == TYPE_IXFR {
             Resolved::refused()
         } else {
-            // Optional additional records must leave room for the OPT.
-            self.resolve(
-                &mut w,
-                q,
-                t.src,
-                selector,
-                denial,
-                limit.saturating_sub(opt_octets),
-            )
+            self.resolve(&mut w, q, t.src, selector, denial)
         };
         outcome.pool = r.pool;
 
-        let mut tc = false;
-        if w.overflow || w.len + opt_octets > limit {
+        let tc = w.overflow;
+        if tc {
             // RFC 2181 §9: drop whole sections rather than send a partial RRset.
             w.rewind(question);
-            tc = true;
             outcome.truncated = true;
         }
+        // The OPT's room back: the same message, up to the limit.
+        let m = w.mark();
+        let mut w = Writer::resume(&mut out[..limit], m);
         if let Some(e) = q.edns {
             let opt_at = w.len;
             put_opt(
@@ -234,24 +233,19 @@ impl Engine {
                 w.buf[opt_at + 7] |= 0x40;
             }
             *cookie_valid = self.put_cookie(&mut w, opt_at, req, e.cookie, t.src);
-            if let Some(n) = nsid {
-                put_option(&mut w, opt_at, OPT_NSID, &[n]);
-            }
-            // RFC 8914 §4: why, for the error rcodes (small: they fit).
-            match r.rcode {
+            // RFC 8914 §4: why, for the error rcodes; the NSID gives way to it.
+            let ede = match r.rcode {
                 RCODE_REFUSED if q.qtype == TYPE_AXFR || q.qtype == TYPE_IXFR => {
-                    put_ede(&mut w, opt_at, EDE_PROHIBITED, "");
+                    Some((EDE_PROHIBITED, ""))
                 }
-                RCODE_REFUSED if r.unsupported => {
-                    put_ede(&mut w, opt_at, EDE_NOT_SUPPORTED, "");
-                }
-                RCODE_REFUSED => {
-                    put_ede(&mut w, opt_at, EDE_NOT_AUTHORITATIVE, "");
-                }
-                RCODE_SERVFAIL => {
-                    put_ede(&mut w, opt_at, EDE_OTHER, "no pool member is up");
-                }
-                _ => {}
+                RCODE_REFUSED if r.unsupported => Some((EDE_NOT_SUPPORTED, "")),
+                RCODE_REFUSED => Some((EDE_NOT_AUTHORITATIVE, "")),
+                RCODE_SERVFAIL => Some((EDE_OTHER, "no pool member is up")),
+                _ => None,
+            };
+            put_nsid(&mut w, opt_at, nsid, ede.map_or(0, |(_, t)| ede_len(t)));
+            if let Some((info, text)) = ede {
+                put_ede(&mut w, opt_at, info, text);
             }
             if ecs.is_some() {
                 outcome.scope = Some(r.scope.prefix_len());
@@ -272,7 +266,59 @@ impl Engine {
         Some(len)
     }
 
-    /// An error response echoing what parsed of the query.
+    /// A writer over `out` up to the limit for a query with `edns`.
+    fn writer<'o>(&self, out: &'o mut [u8], t: Transport, edns: Option<Edns>) -> Writer<'o> {
+        let n = self.limit(t, edns).min(out.len());
+        Writer::new(&mut out[..n])
+    }
+
+    /// The size limit of the response to a query with `edns`: 65535 over
+    /// TCP; over UDP the client's size, 512 without EDNS (RFC 1035 §4.2.1)
+    /// and at least 512 with it (RFC 6891 §6.2.5), capped by ours.
+    #[inline]
+    fn limit(&self, t: Transport, edns: Option<Edns>) -> usize {
+        if t.tcp {
+            return 65535;
+        }
+        let client = edns.map_or(512, |e| e.udp_size.max(512));
+        client.min(self.settings.edns_udp_payload) as usize
+    }
+
+    /// RFC 8945 §5.2.1: we hold no keys, so no key matches: NOTAUTH, with
+    /// an unsigned TSIG saying BADKEY, last. When it does not fit under the
+    /// limit, the NSID goes first; then the TSIG, and the answer is the
+    /// truncated form (TC; the client may retry over TCP). Returns the
+    /// length and whether it is truncated.
+    fn badkey(&self, w: &mut Writer, req: &[u8], q: &Query, at: usize) -> (usize, bool) {
+        let nsid = self.nsid_for(q.edns).is_some();
+        for with_nsid in [true, false] {
+            if !with_nsid && !nsid {
+                break;
+            }
+            let len = self.error(
+                w,
+                req,
+                Some(q.question_end),
+                q.edns,
+                RCODE_NOTAUTH,
+                with_nsid,
+            );
+            if !meridian_wire::tsig::put_badkey(w, req, at) {
+                return (len, false); // malformed: cannot happen after parse_query
+            }
+            if !w.overflow {
+                let ar = u16::from_be_bytes([w.buf[10], w.buf[11]]) + 1;
+                w.buf[10..12].copy_from_slice(&ar.to_be_bytes());
+                return (w.len, false);
+            }
+        }
+        let len = self.error(w, req, Some(q.question_end), q.edns, RCODE_NOTAUTH, false);
+        w.buf[2] |= 0x02; // TC
+        (len, true)
+    }
+
+    /// An error response echoing what parsed of the query, with the NSID
+    /// if asked for, `nsid` allows it and it fits. Starts the message over.
     fn error(
         &self,
         w: &mut Writer,
@@ -280,11 +326,14 @@ impl Engine {
         question_end: Option<usize>,
         edns: Option<Edns>,
         rcode: u16,
+        nsid: bool,
     ) -> usize {
-        w.len = 12;
+        w.restart(12);
         let mut qd = 0;
         if let Some(qe) = question_end {
+            // At most 12 + 255 + 4 octets: it always fits in 512.
             w.put(&req[12..qe]);
+            w.add_name_targets(12);
             qd = 1;
         }
         let mut ar = 0;
@@ -299,11 +348,13 @@ impl Engine {
                 ecs,
             );
             ar = 1;
-            if let Some(n) = self.nsid_for(Some(e)) {
-                put_option(w, opt_at, OPT_NSID, &[n]);
+            let ede = (rcode == RCODE_FORMERR).then_some("malformed query");
+            if nsid {
+                let after = ede.map_or(0, ede_len);
+                put_nsid(w, opt_at, self.nsid_for(Some(e)), after);
             }
-            if rcode == RCODE_FORMERR {
-                put_ede(w, opt_at, EDE_OTHER, "malformed query");
+            if let Some(text) = ede {
+                put_ede(w, opt_at, EDE_OTHER, text);
             }
         }
         let id = u16::from_be_bytes([req[0], req[1]]);
@@ -318,6 +369,14 @@ impl Engine {
         }
         .write(w.buf);
         w.len
+    }
+}
+
+/// The NSID option, when asked for and it fits under the limit with `after`
+/// octets to spare; else left out (RFC 5001 §2.3 lets a server omit it).
+fn put_nsid(w: &mut Writer, opt_at: usize, nsid: Option<&[u8]>, after: usize) {
+    if let Some(n) = nsid.filter(|n| w.fits(4 + n.len() + after)) {
+        put_option(w, opt_at, OPT_NSID, &[n]);
     }
 }
 
@@ -404,8 +463,4 @@ impl<'a> Owner<'a> {
             Owner::Name(n) => w.put_rrset(Section::Answer, n, set, set.ttl),
         }
     }
-}
-
-fn out_len(n: usize) -> usize {
-    n.min(65535)
 }

@@ -101,7 +101,8 @@ pub fn is_valid(secret: &[u8; 16], c: &Cookie, ip: IpAddr, now: u32) -> bool {
 
 /// Append a COOKIE option (the client cookie and `server`) to the OPT record
 /// that starts at `opt_at` in `w` (as `edns::put_opt` wrote it, last in the
-/// message), and grow its RDLENGTH.
+/// message), and grow its RDLENGTH. Past the writer's limit: nothing is
+/// written and `overflow` is set.
 pub fn put_cookie(w: &mut Writer, opt_at: usize, client: &[u8; 8], server: &[u8; 16]) {
     let rdlen_at = opt_at + 9;
     let Some(old) = w
@@ -111,7 +112,8 @@ pub fn put_cookie(w: &mut Writer, opt_at: usize, client: &[u8; 8], server: &[u8;
     else {
         return;
     };
-    if w.len + RESPONSE_LEN > w.buf.len() {
+    if !w.fits(RESPONSE_LEN) {
+        w.overflow = true;
         return;
     }
     w.put_u16(OPT_COOKIE);

@@ -40,17 +40,22 @@ pub fn opt_len(ecs: Option<&ClientSubnet>) -> usize {
 
 /// Append one option, `code` with the concatenation of `body`, to the OPT
 /// record that starts at `opt_at` and ends the message, fixing its RDLEN.
-/// Returns the octets added.
+/// Returns the octets added: 0 when it does not fit under the writer's
+/// limit, and then nothing is written and `overflow` is set (an optional
+/// option such as NSID is checked with [`Writer::fits`] first).
 pub fn put_option(w: &mut Writer, opt_at: usize, code: u16, body: &[&[u8]]) -> usize {
-    let start = w.len;
     let n: usize = body.iter().map(|b| b.len()).sum();
+    if opt_at + 11 > w.len || n > u16::MAX as usize {
+        return 0;
+    }
+    if !w.fits(4 + n) {
+        w.overflow = true;
+        return 0;
+    }
     w.put_u16(code);
     w.put_u16(n as u16);
     for b in body {
         w.put(b);
-    }
-    if w.overflow || opt_at + 11 > start {
-        return 0;
     }
     let rdlen_at = opt_at + 9;
     let rdlen = u16::from_be_bytes([w.buf[rdlen_at], w.buf[rdlen_at + 1]]) as usize + 4 + n;

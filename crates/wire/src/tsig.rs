@@ -76,7 +76,11 @@ pub fn valid(p: &[u8], at: usize) -> bool {
 /// Write the TSIG of a BADKEY answer for the query's TSIG at `at`: the key
 /// name, class ANY, TTL 0, the algorithm, time signed and fudge copied, an
 /// empty MAC, the original ID, error BADKEY, no other data (§5.2.1). The
-/// caller counts it in ARCOUNT. False (nothing written) if it is malformed.
+/// key name (the owner) is compressed against the names already written,
+/// the question's among them; the algorithm name is not (§4.2: it MUST NOT
+/// be, and BIND refuses a compressed one). The caller counts it in ARCOUNT,
+/// and truncates when it did not fit (`overflow`). False (nothing written)
+/// if it is malformed.
 pub fn put_badkey(w: &mut Writer, p: &[u8], at: usize) -> bool {
     let Some(f) = fields(p, at) else { return false };
     let mut key = [0u8; MAX_NAME];
@@ -85,7 +89,7 @@ pub fn put_badkey(w: &mut Writer, p: &[u8], at: usize) -> bool {
     else {
         return false;
     };
-    w.put(&key[..kn]);
+    w.put_name(&key[..kn]);
     w.put_u16(TYPE_TSIG);
     w.put_u16(CLASS_ANY);
     w.put_u32(0);

@@ -1,6 +1,13 @@
 //! Writes response messages into a caller-owned buffer with name compression
 //! (RFC 1035 §4.1.4), without allocating. The question is copied as received,
 //! so every name in it can be a compression target.
+//!
+//! The writer holds the message's hard size limit (RFC 1035 §4.2.1, RFC 6891
+//! §6.2.5: the client's UDP size capped by ours, or 65535 over TCP) as the
+//! length of its buffer ([`Writer::new`], [`Writer::resume`]), so the one bounds
+//! check of each append is the limit's. No append goes past it: one that
+//! would writes nothing and sets `overflow`, and the caller sends the
+//! truncated form.
 
 use crate::rdata::{Packed, Piece, RRset};
 use crate::CLASS_IN;
@@ -9,7 +16,7 @@ const MAX_TARGETS: usize = 48;
 
 /// A response under construction. Offsets are from the start of the message.
 pub struct Writer<'b> {
-    /// The buffer the message is written into.
+    /// The buffer the message is written into, as long as the limit.
     pub buf: &'b mut [u8],
     /// Octets written so far.
     pub len: usize,
@@ -48,7 +55,9 @@ pub enum Section {
 }
 
 impl<'b> Writer<'b> {
-    /// An empty writer over `buf` (the header is written last, by the caller).
+    /// An empty writer over `buf` (the header is written last, by the
+    /// caller): `buf.len()` is the message's limit, so pass the buffer cut
+    /// to it.
     pub fn new(buf: &'b mut [u8]) -> Writer<'b> {
         Writer {
             buf,
@@ -62,7 +71,42 @@ impl<'b> Writer<'b> {
         }
     }
 
-    /// Append octets; on overflow set `overflow` and write nothing.
+    /// A writer over `buf` (the same message, with a higher limit) that goes
+    /// on from `m`: its length, counts and overflow flag. It has no
+    /// compression targets: it is for what follows the records (the OPT).
+    pub fn resume(buf: &'b mut [u8], m: Mark) -> Writer<'b> {
+        let mut w = Writer::new(buf);
+        w.len = m.len.min(w.buf.len());
+        w.overflow = m.overflow;
+        w.an = m.an;
+        w.ns = m.ns;
+        w.ar = m.ar;
+        w
+    }
+
+    /// The message's size limit.
+    #[inline]
+    pub fn limit(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Whether `n` more octets fit under the limit.
+    #[inline]
+    pub fn fits(&self, n: usize) -> bool {
+        self.len + n <= self.buf.len()
+    }
+
+    /// Start the message over at `len` (past the header): everything
+    /// written after it, the section counts, the compression targets past
+    /// it and the overflow flag are dropped.
+    pub fn restart(&mut self, len: usize) {
+        self.truncate(len.min(self.buf.len()));
+        self.an = 0;
+        self.ns = 0;
+        self.ar = 0;
+    }
+
+    /// Append octets; past the limit set `overflow` and write nothing.
     #[inline]
     pub fn put(&mut self, b: &[u8]) {
         let end = self.len + b.len();
@@ -311,5 +355,34 @@ impl Header {
         for (k, c) in self.counts.iter().enumerate() {
             buf[4 + 2 * k..6 + 2 * k].copy_from_slice(&c.to_be_bytes());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_append_passes_the_limit() {
+        let mut buf = [0u8; 64];
+        let mut w = Writer::new(&mut buf[..20]);
+        assert_eq!(w.limit(), 20);
+        w.len = 12;
+        w.put(&[1; 8]);
+        assert!(!w.overflow && w.len == 20 && !w.fits(1));
+        w.put(&[2]);
+        assert!(w.overflow && w.len == 20, "nothing written past the limit");
+        let m = w.mark();
+        w.put_name(b"\x03www\x00");
+        assert_eq!(w.len, 20);
+        w.rewind(m);
+        w.overflow = false;
+        let m = w.mark();
+        let mut w = Writer::resume(&mut buf[..40], m);
+        assert_eq!(w.limit(), 40);
+        w.put_name(b"\x03www\x00");
+        assert!(!w.overflow && w.len == 25);
+        w.restart(12);
+        assert!(w.len == 12 && !w.overflow && w.an == 0);
     }
 }
