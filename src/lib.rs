@@ -1,7 +1,7 @@
 //! meridian: an authoritative DNS server that balances load through DNS.
 //!
 //! The modules form layers, each using only those below it (ARCHITECTURE.md
-//! lists the order; `tests/layers.rs` enforces it). From the bottom:
+//! lists the order; `tests/cli/layers.rs` enforces it). From the bottom:
 //! `error` and `metrics`; `zone`, `geo`, `pool`, `health` and `dnssec` (key
 //! files); `config` (the file checked into those modules' types) and
 //! `balance` (the balancing decisions); `engine` (config → immutable

@@ -179,7 +179,7 @@ impl Server {
             cmd.arg("--workers").arg("1");
         }
         // CI runs as root and fixtures name no `user`: stay root, wherever the
-        // checkout is (tests/privileges.rs covers the switch to `user`).
+        // checkout is (tests/transport/privileges.rs covers the switch to `user`).
         if !extra.contains(&"--allow-root") {
             cmd.arg("--allow-root");
         }

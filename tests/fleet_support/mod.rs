@@ -468,7 +468,7 @@ pub(crate) fn chk_tables(port: u16) -> String {
 }
 
 /// The sorted addresses `n` answers for `chk.fleet.test` (the checked
-/// pool of tests/fleet_checks.rs and tests/fleet_orphaned.rs).
+/// pool of tests/fleet/fleet_checks.rs and tests/fleet/fleet_orphaned.rs).
 pub(crate) fn chk(n: &Node) -> Vec<String> {
     let m = n.server.query(&crate::common::Q::new(
         "chk.fleet.test.",
