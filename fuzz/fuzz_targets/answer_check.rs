@@ -1,5 +1,5 @@
 //! The answer-path invariants, shared by the `answer` fuzz target and by
-//! tests/fuzz_regressions.rs (which replays the corpus and every crash
+//! tests/wire/fuzz_regressions.rs (which replays the corpus and every crash
 //! found on the stable toolchain). See fuzz_targets/answer.rs.
 
 use std::net::IpAddr;

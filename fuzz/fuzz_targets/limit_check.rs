@@ -1,5 +1,5 @@
 //! The size limit of every answer, shared by the `limit` fuzz target and by
-//! tests/fuzz_regressions.rs: over UDP at most the client's EDNS size (512
+//! tests/wire/fuzz_regressions.rs: over UDP at most the client's EDNS size (512
 //! at least, RFC 6891 §6.2.5; 512 without EDNS, RFC 1035 §4.2.1) capped by
 //! the server's `edns_udp_payload`; over TCP 65535. The RRL slip form of a
 //! UDP answer too. Run against the bundled example and variants of it with
