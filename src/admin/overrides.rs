@@ -105,15 +105,15 @@ fn parse(method: &Method, target: &str, query: &str) -> Result<(IpAddr, Option<u
 
 /// Set (or clear) an override on this node and reply.
 fn set(shared: &Admin, addr: IpAddr, port: Option<u16>, state: u8) -> Reply {
-    let engine = shared.server.engine.load();
     match shared
         .overrides
-        .set(&engine.health, &engine.checks, addr, port, state)
+        .set(&shared.server.engine, addr, port, state)
     {
         Ok(entries) => {
             // Answers follow before the reply: the decisions are recomputed
-            // now rather than by the refresher a moment later.
-            shared.weights.catch_up(&engine);
+            // now rather than by the refresher a moment later (on the engine
+            // serving now, which has the override whatever reloaded).
+            shared.weights.catch_up(&shared.server.engine.load());
             done(addr, port, state, entries)
         }
         Err(e) => error(StatusCode::NOT_FOUND, e),

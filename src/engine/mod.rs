@@ -157,6 +157,16 @@ pub struct Engine {
     pub decided: std::sync::atomic::AtomicU64,
 }
 
+/// Overrides are written into the serving engine's table.
+impl crate::health::overrides::Served for Engine {
+    fn health_table(&self) -> &HealthTable {
+        &self.health
+    }
+    fn check_specs(&self) -> &[CheckSpec] {
+        &self.checks
+    }
+}
+
 impl Engine {
     /// Load and check everything a config refers to.
     pub fn load(path: &Path) -> Result<Engine, LocatedError> {

@@ -474,7 +474,6 @@ impl Fleet {
     /// Apply one entry (None: cleared) to this node.
     fn apply(&self, t: Target, entry: Option<&Entry>) {
         let (kind, addr, port) = t;
-        let engine = self.server.engine.load();
         let r = match kind {
             Kind::Override => {
                 let state = entry
@@ -482,7 +481,7 @@ impl Fleet {
                     .and_then(crate::health::parse_override)
                     .unwrap_or(OVR_NONE);
                 self.overrides
-                    .set(&engine.health, &engine.checks, addr, port, state)
+                    .set(&self.server.engine, addr, port, state)
                     .map(|_| ())
             }
             Kind::Weight => self
@@ -499,7 +498,7 @@ impl Fleet {
             // Another node's config may have members this one lacks.
             tracing::debug!("fleet: {kind:?} for {addr} not applied here: {e}");
         }
-        self.weights.catch_up(&engine);
+        self.weights.catch_up(&self.server.engine.load());
         let mut m = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         match entry {
             Some(e) => {

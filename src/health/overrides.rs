@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::{Mutex, MutexGuard};
 
+use arc_swap::ArcSwap;
+
 use super::{override_name, CheckSpec, HealthTable, OVR_NONE};
 
 /// (address, port) to override; port None covers every port of the address.
@@ -30,6 +32,15 @@ pub fn covered(
         });
     }
     Ok(n)
+}
+
+/// What [`Overrides::set`] needs of the serving engine (which lives in a
+/// higher layer): its health table and the specs it was built from.
+pub trait Served {
+    /// The table the answer path reads.
+    fn health_table(&self) -> &HealthTable;
+    /// The specs, in table order.
+    fn check_specs(&self) -> &[CheckSpec];
 }
 
 /// The overrides in force. Setting one and publishing a new engine both
@@ -70,19 +81,22 @@ impl Overrides {
     }
 
     /// Set (or with `OVR_NONE` clear) an override for `addr`, or for `addr`
-    /// on one port, and write it into the table of the serving engine
-    /// (`table` and `specs`, read under the lock). Returns how many entries
-    /// (distinct address, port, check) it covers now. Setting one for an
-    /// address that no member has is an error; clearing always works.
-    pub fn set(
+    /// on one port, and write it into the table of the serving engine,
+    /// loaded from `serving` under the lock: a reload publishes under the
+    /// same lock, so it cannot replace the engine between the load and the
+    /// write and leave the override only in the old one. Returns how many
+    /// entries (distinct address, port, check) it covers now. Setting one
+    /// for an address that no member has is an error; clearing always works.
+    pub fn set<E: Served>(
         &self,
-        table: &HealthTable,
-        specs: &[CheckSpec],
+        serving: &ArcSwap<E>,
         addr: IpAddr,
         port: Option<u16>,
         state: u8,
     ) -> Result<usize, String> {
         let mut map = self.lock();
+        let engine = serving.load();
+        let (table, specs) = (engine.health_table(), engine.check_specs());
         let matched = covered(specs, addr, port, state)?;
         let what = match port {
             Some(p) => format!("{addr} port {p}"),

@@ -254,3 +254,84 @@ fn load_from_a_json_body() {
     // Only a top-level field counts.
     assert!(json_load(br#"{"a": {"load": 0.5}}"#, "load").is_err());
 }
+
+/// A stand-in for the serving engine: its health table and specs.
+struct Served {
+    table: HealthTable,
+    specs: Vec<CheckSpec>,
+}
+
+impl super::overrides::Served for Served {
+    fn health_table(&self) -> &HealthTable {
+        &self.table
+    }
+    fn check_specs(&self) -> &[CheckSpec] {
+        &self.specs
+    }
+}
+
+impl Served {
+    fn new(addr: &str) -> Arc<Served> {
+        let spec = CheckSpec::new(
+            addr.parse().unwrap(),
+            None,
+            Some(Arc::new(check(CheckKind::Tcp))),
+        );
+        let specs = vec![spec];
+        let table = HealthTable::new(&specs, None);
+        Arc::new(Served { table, specs })
+    }
+}
+
+/// How the API and the fleet set an override on the serving engine.
+fn set_serving(
+    ov: &super::overrides::Overrides,
+    serving: &arc_swap::ArcSwap<Served>,
+    addr: std::net::IpAddr,
+    state: u8,
+) -> Result<usize, String> {
+    ov.set(serving, addr, None, state)
+}
+
+/// An override set while a reload holds the lock (new table filled, not yet
+/// published) must land in the engine the reload publishes: the serving
+/// engine is read under the lock, not before it (review F5).
+#[test]
+fn override_set_during_reload_lands_in_the_published_engine() {
+    use std::sync::{mpsc, Barrier};
+    let ov = Arc::new(super::overrides::Overrides::new());
+    let old = Served::new("127.0.0.1");
+    let serving = Arc::new(arc_swap::ArcSwap::new(old.clone()));
+    let new = Served::new("127.0.0.1");
+    let (in_publish, publishing) = mpsc::channel();
+    let go = Arc::new(Barrier::new(2));
+    let reload = {
+        let (ov, serving, new, go) = (ov.clone(), serving.clone(), new.clone(), go.clone());
+        std::thread::spawn(move || {
+            ov.apply_then(&new.table, &new.specs, || {
+                in_publish.send(()).unwrap();
+                go.wait();
+                serving.store(new.clone());
+            })
+        })
+    };
+    publishing.recv().unwrap();
+    let setter = {
+        let (ov, serving) = (ov.clone(), serving.clone());
+        std::thread::spawn(move || {
+            set_serving(&ov, &serving, "127.0.0.1".parse().unwrap(), OVR_DOWN)
+        })
+    };
+    // Let the setter reach the lock the reload holds, then publish.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    go.wait();
+    reload.join().unwrap();
+    assert_eq!(setter.join().unwrap(), Ok(1));
+    let e = serving.load();
+    assert!(Arc::ptr_eq(&e, &new));
+    assert_eq!(
+        e.table.override_of(0),
+        OVR_DOWN,
+        "override missing from the serving engine"
+    );
+}
