@@ -148,7 +148,7 @@ pub struct Fleet {
 #[derive(Default)]
 struct SharedChecks {
     live: std::collections::BTreeSet<String>,
-    results: std::collections::HashMap<String, std::collections::HashMap<String, (bool, u64)>>,
+    results: std::collections::HashMap<String, std::collections::HashMap<String, Received>>,
     /// Per entry: the newest own result published (ms).
     published: std::collections::HashMap<String, u64>,
     /// Per entry: the newest shared result already counted (ms).
@@ -169,7 +169,62 @@ enum Taken {
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 struct Shared {
     up: bool,
+    /// When the checker probed, by its own clock.
     at_ms: u64,
+    /// The check's interval (0 from a node that did not say), for the
+    /// freshness window of `fleet status`.
+    #[serde(default)]
+    interval_ms: u64,
+}
+
+/// A shared result as this node holds it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Received {
+    up: bool,
+    /// The checker's time of the probe (tells a new result from a repeat).
+    at_ms: u64,
+    /// When the watch event arrived here, by the local clock.
+    received_ms: u64,
+}
+
+/// How long a result counts after its probe: three intervals plus 1 s.
+fn fresh_window(interval_ms: u64) -> u64 {
+    3 * interval_ms + 1000
+}
+
+/// `s` from a checker, arriving at local time `now`; the same result seen
+/// again (a resync) keeps its first arrival.
+fn receive(prev: Option<&Received>, s: Shared, now: u64) -> Received {
+    match prev {
+        Some(p) if p.at_ms == s.at_ms && p.up == s.up => *p,
+        _ => Received {
+            up: s.up,
+            at_ms: s.at_ms,
+            received_ms: now,
+        },
+    }
+}
+
+/// The fresh results of an entry's `assigned` checkers at local time
+/// `now`: whether up, and when it arrived. Judged by the arrival, not by
+/// `at_ms`, so a checker's skewed clock does not make its results stale
+/// (or fresh for longer).
+fn fresh_results(
+    results: Option<&std::collections::HashMap<String, Received>>,
+    assigned: &[&str],
+    now: u64,
+    window: u64,
+) -> Vec<(bool, u64)> {
+    results
+        .map(|m| {
+            m.iter()
+                .filter(|(n, r)| {
+                    assigned.contains(&n.as_str()) && now.saturating_sub(r.received_ms) <= window
+                })
+                .map(|(_, r)| (r.up, r.received_ms))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// An entry's name in etcd: address, port and check, the same on every
@@ -250,10 +305,9 @@ impl Fleet {
         let mut sc = self.checks.lock().unwrap_or_else(|e| e.into_inner());
         match value.and_then(|v| shared_result(key, v)) {
             Some((entry, node, s)) => {
-                sc.results
-                    .entry(entry.to_string())
-                    .or_default()
-                    .insert(node.to_string(), (s.up, s.at_ms));
+                let m = sc.results.entry(entry.to_string()).or_default();
+                let r = receive(m.get(node), s, now_ms());
+                m.insert(node.to_string(), r);
             }
             None => {
                 if let Some((entry, node)) = key.rsplit_once('/') {
@@ -291,19 +345,8 @@ impl Fleet {
                     live.iter().map(String::as_str),
                     self.settings.checkers,
                 );
-                let window = 3 * check.interval_ms + 1000;
-                let fresh: Vec<(bool, u64)> = sc
-                    .results
-                    .get(&key)
-                    .map(|m| {
-                        m.iter()
-                            .filter(|(n, (_, at))| {
-                                assigned.contains(&n.as_str()) && now.saturating_sub(*at) <= window
-                            })
-                            .map(|(_, r)| *r)
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                let window = fresh_window(check.interval_ms);
+                let fresh = fresh_results(sc.results.get(&key), &assigned, now, window);
                 let stats = e.health.stats(i);
                 // Probed here: assigned, or nobody assigned has a fresh
                 // result (its checkers vanished: probe rather than trust).
@@ -315,7 +358,7 @@ impl Fleet {
                 let orphan = !assigned.contains(&me) && fresh.is_empty();
                 if orphan && sc.counted.contains_key(&key) && sc.orphaned.insert(key.clone()) {
                     tracing::warn!(
-                        "health {key}: none of its checkers ({}) has a result newer than {window} ms: probing it here",
+                        "health {key}: none of its checkers ({}) has a result received in the last {window} ms: probing it here",
                         assigned.join(", ")
                     );
                 } else if !orphan && sc.orphaned.remove(&key) {
@@ -329,7 +372,15 @@ impl Fleet {
                             .map_or(0, |d| d.as_millis() as u64);
                         if sc.published.get(&key).is_none_or(|&p| at_ms > p) {
                             sc.published.insert(key.clone(), at_ms);
-                            puts.push((key, Shared { up, at_ms }));
+                            let interval_ms = check.interval_ms;
+                            puts.push((
+                                key,
+                                Shared {
+                                    up,
+                                    at_ms,
+                                    interval_ms,
+                                },
+                            ));
                         }
                     }
                     continue;
@@ -870,13 +921,13 @@ async fn nodes(c: &mut Client, settings: &FleetSettings) -> Result<Vec<NodeInfo>
 async fn shared_results(
     c: &mut Client,
     settings: &FleetSettings,
-) -> Result<BTreeMap<String, Vec<(String, bool, u64)>>, String> {
+) -> Result<BTreeMap<String, Vec<(String, Shared)>>, String> {
     let prefix = format!("{}health/", settings.prefix);
     let r = c
         .get(prefix.as_str(), Some(GetOptions::new().with_prefix()))
         .await
         .map_err(|e| format!("etcd: {e}"))?;
-    let mut out: BTreeMap<String, Vec<(String, bool, u64)>> = BTreeMap::new();
+    let mut out: BTreeMap<String, Vec<(String, Shared)>> = BTreeMap::new();
     for kv in r.kvs() {
         let Ok(key) = std::str::from_utf8(kv.key()) else {
             continue;
@@ -889,10 +940,10 @@ async fn shared_results(
         };
         out.entry(entry.to_string())
             .or_default()
-            .push((node.to_string(), sh.up, sh.at_ms));
+            .push((node.to_string(), sh));
     }
     for v in out.values_mut() {
-        v.sort();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
     }
     Ok(out)
 }
@@ -939,22 +990,43 @@ pub async fn status_table(settings: &FleetSettings) -> Result<String, String> {
     if !shared.is_empty() {
         out += &format!("\n{:<40} {:>4} {:>4}  RESULTS\n", "MEMBER", "UP", "DOWN");
         for (entry, rs) in &shared {
-            let ups = rs.iter().filter(|r| r.1).count();
-            let each: Vec<String> = rs
-                .iter()
-                .map(|(n, up, at)| {
-                    let age = now.saturating_sub(*at) as f64 / 1000.0;
-                    format!("{n} {} {age:.1}s ago", if *up { "up" } else { "down" })
-                })
-                .collect();
-            out += &format!(
-                "{entry:<40} {ups:>4} {:>4}  {}\n",
-                rs.len() - ups,
-                each.join(", ")
-            );
+            out += &result_row(entry, rs, now);
         }
     }
     Ok(out)
+}
+
+/// One member's line of `fleet status`: the fresh shared results counted
+/// in UP and DOWN, as the nodes count them, and every result with its age
+/// (the stale ones marked). Ages compare the checker's clock with this
+/// host's (a one-off read has no arrival time).
+fn result_row(entry: &str, rs: &[(String, Shared)], now: u64) -> String {
+    let (mut ups, mut downs) = (0, 0);
+    let each: Vec<String> = rs
+        .iter()
+        .map(|(n, sh)| {
+            let age_ms = now.saturating_sub(sh.at_ms);
+            // A node that did not say its interval: the default one (10 s).
+            let interval = if sh.interval_ms == 0 {
+                10_000
+            } else {
+                sh.interval_ms
+            };
+            let fresh = age_ms <= fresh_window(interval);
+            match (fresh, sh.up) {
+                (true, true) => ups += 1,
+                (true, false) => downs += 1,
+                (false, _) => {}
+            }
+            let age = age_ms as f64 / 1000.0;
+            let stale = if fresh { "" } else { " (stale)" };
+            format!(
+                "{n} {} {age:.1}s ago{stale}",
+                if sh.up { "up" } else { "down" }
+            )
+        })
+        .collect();
+    format!("{entry:<40} {ups:>4} {downs:>4}  {}\n", each.join(", "))
 }
 
 fn b64() -> data_encoding::Encoding {
@@ -1140,3 +1212,6 @@ pub async fn push(config: &std::path::Path) -> Result<i64, String> {
         .map_err(|e| format!("etcd: {e}"))?;
     Ok(r.header().map_or(0, |h| h.revision()))
 }
+
+#[cfg(test)]
+mod tests;
