@@ -1,6 +1,7 @@
 //! Unit tests of the freshness of shared health results and their lines in
 //! `fleet status`; the fleet against a real etcd is in tests/fleet/.
 
+use super::status::result_row;
 use super::*;
 
 fn shared(up: bool, at_ms: u64) -> Shared {
