@@ -34,11 +34,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::state::ServerState;
+use crate::config::{QueryLogConfig, QueryLogSink};
+use crate::metrics::Metrics;
+
+mod encode;
+pub use encode::control_frame;
+use encode::*;
 
 /// The mode of a query log file meridian creates: its user and group.
 const FILE_MODE: u32 = 0o640;
-use crate::config::{QueryLogConfig, QueryLogSink};
-use crate::metrics::Metrics;
 
 /// Slots in the ring (a power of two).
 const SLOTS: usize = 512;
@@ -609,134 +613,6 @@ fn read_control(s: &mut impl Read) -> std::io::Result<(u32, Vec<Vec<u8>>)> {
         at += flen;
     }
     Ok((kind, types))
-}
-
-/// Frame Streams control frame types.
-const CONTROL_ACCEPT: u32 = 0x01;
-const CONTROL_START: u32 = 0x02;
-const CONTROL_STOP: u32 = 0x03;
-const CONTROL_READY: u32 = 0x04;
-/// Frame Streams control field: content type.
-const FIELD_CONTENT_TYPE: u32 = 0x01;
-
-/// A control frame: the escape (a zero length), the control frame's
-/// length, its type and an optional content type field.
-pub fn control_frame(kind: u32, content_type: Option<&[u8]>) -> Vec<u8> {
-    let mut body = kind.to_be_bytes().to_vec();
-    if let Some(ct) = content_type {
-        body.extend_from_slice(&FIELD_CONTENT_TYPE.to_be_bytes());
-        body.extend_from_slice(&(ct.len() as u32).to_be_bytes());
-        body.extend_from_slice(ct);
-    }
-    let mut f = 0u32.to_be_bytes().to_vec();
-    f.extend_from_slice(&(body.len() as u32).to_be_bytes());
-    f.extend_from_slice(&body);
-    f
-}
-
-// The protobuf fields of dnstap.proto (github.com/dnstap/dnstap.pb).
-const DNSTAP_IDENTITY: u32 = 1;
-const DNSTAP_VERSION: u32 = 2;
-const DNSTAP_MESSAGE: u32 = 14;
-const DNSTAP_TYPE: u32 = 15;
-const DNSTAP_TYPE_MESSAGE: u64 = 1;
-const MSG_TYPE: u32 = 1;
-const MSG_SOCKET_FAMILY: u32 = 2;
-const MSG_SOCKET_PROTOCOL: u32 = 3;
-const MSG_QUERY_ADDRESS: u32 = 4;
-const MSG_RESPONSE_ADDRESS: u32 = 5;
-const MSG_QUERY_PORT: u32 = 6;
-const MSG_RESPONSE_PORT: u32 = 7;
-const MSG_QUERY_TIME_SEC: u32 = 8;
-const MSG_QUERY_TIME_NSEC: u32 = 9;
-const MSG_QUERY_MESSAGE: u32 = 10;
-const MSG_RESPONSE_TIME_SEC: u32 = 12;
-const MSG_RESPONSE_TIME_NSEC: u32 = 13;
-const MSG_RESPONSE_MESSAGE: u32 = 14;
-const AUTH_RESPONSE: u64 = 2;
-const INET: u64 = 1;
-const INET6: u64 = 2;
-const UDP: u64 = 1;
-const TCP: u64 = 2;
-
-fn varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn field_varint(out: &mut Vec<u8>, field: u32, v: u64) {
-    varint(out, u64::from(field) << 3);
-    varint(out, v);
-}
-
-fn field_fixed32(out: &mut Vec<u8>, field: u32, v: u32) {
-    varint(out, (u64::from(field) << 3) | 5);
-    out.extend_from_slice(&v.to_le_bytes());
-}
-
-fn field_bytes(out: &mut Vec<u8>, field: u32, b: &[u8]) {
-    varint(out, (u64::from(field) << 3) | 2);
-    varint(out, b.len() as u64);
-    out.extend_from_slice(b);
-}
-
-fn ip_octets(ip: IpAddr) -> ([u8; 16], usize) {
-    let mut a = [0u8; 16];
-    match ip {
-        IpAddr::V4(v4) => {
-            a[..4].copy_from_slice(&v4.octets());
-            (a, 4)
-        }
-        IpAddr::V6(v6) => {
-            a.copy_from_slice(&v6.octets());
-            (a, 16)
-        }
-    }
-}
-
-/// One `Dnstap { identity, version, message: AUTH_RESPONSE, type: MESSAGE }`.
-fn encode(ident: &Ident, e: &Entry, out: &mut Vec<u8>) {
-    let mut m = Vec::with_capacity(e.qlen + e.rlen + 96);
-    field_varint(&mut m, MSG_TYPE, AUTH_RESPONSE);
-    // A v4-mapped client on a v6 socket is logged as the IPv4 it is.
-    let client_ip = e.client.ip().to_canonical();
-    field_varint(
-        &mut m,
-        MSG_SOCKET_FAMILY,
-        if client_ip.is_ipv4() { INET } else { INET6 },
-    );
-    field_varint(&mut m, MSG_SOCKET_PROTOCOL, if e.tcp { TCP } else { UDP });
-    let (a, n) = ip_octets(client_ip);
-    field_bytes(&mut m, MSG_QUERY_ADDRESS, &a[..n]);
-    if let Some(s) = e.server {
-        let ip = s.ip().to_canonical();
-        // Same family as the client, and a real address (not the wildcard).
-        if !ip.is_unspecified() && ip.is_ipv4() == client_ip.is_ipv4() {
-            let (a, n) = ip_octets(ip);
-            field_bytes(&mut m, MSG_RESPONSE_ADDRESS, &a[..n]);
-        }
-    }
-    field_varint(&mut m, MSG_QUERY_PORT, u64::from(e.client.port()));
-    if let Some(s) = e.server {
-        field_varint(&mut m, MSG_RESPONSE_PORT, u64::from(s.port()));
-    }
-    field_varint(&mut m, MSG_QUERY_TIME_SEC, e.query_time.0);
-    field_fixed32(&mut m, MSG_QUERY_TIME_NSEC, e.query_time.1);
-    field_bytes(&mut m, MSG_QUERY_MESSAGE, &e.buf[..e.qlen]);
-    field_varint(&mut m, MSG_RESPONSE_TIME_SEC, e.response_time.0);
-    field_fixed32(&mut m, MSG_RESPONSE_TIME_NSEC, e.response_time.1);
-    field_bytes(
-        &mut m,
-        MSG_RESPONSE_MESSAGE,
-        &e.buf[e.qlen..e.qlen + e.rlen],
-    );
-    field_bytes(out, DNSTAP_IDENTITY, &ident.identity);
-    field_bytes(out, DNSTAP_VERSION, &ident.version);
-    field_bytes(out, DNSTAP_MESSAGE, &m);
-    field_varint(out, DNSTAP_TYPE, DNSTAP_TYPE_MESSAGE);
 }
 
 #[cfg(test)]
