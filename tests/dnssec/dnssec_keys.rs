@@ -13,10 +13,7 @@ use meridian::dnssec::keys::{self, KeyAlgorithm};
 const ZONE: &str = "example.test.";
 
 fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool} >/dev/null")])
-        .status()
-        .is_ok_and(|s| s.success())
+    crate::common::on_path(tool)
 }
 
 /// Runs `meridian dnssec keygen` in `dir`; the path of the `.key` file.

@@ -447,13 +447,7 @@ pub(crate) struct Delv {
 
 /// Is `tool` on PATH? (`tool -h` or `--version` need not succeed.)
 pub(crate) fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .stdout(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
+    crate::common::on_path(tool)
 }
 
 /// The files delv and dnsviz read: the anchors, in a temp dir.
