@@ -38,8 +38,8 @@ use crate::zone::Zone;
 use meridian_wire::*;
 
 mod dynamic;
-pub use dynamic::{binding_pools, choose, set_key, DynKey, DynSigs, Fallback};
 use dynamic::candidate_sets;
+pub use dynamic::{binding_pools, choose, set_key, DynKey, DynSigs, Fallback};
 
 type Fx = BuildHasherDefault<FxHasher>;
 
