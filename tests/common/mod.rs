@@ -123,11 +123,17 @@ impl Drop for TempDir {
     }
 }
 
-/// A free port on 127.0.0.1 for both UDP and TCP (best effort).
+/// A free port on 127.0.0.1 for both UDP and TCP (best effort), below
+/// Linux's ephemeral range (32768 up): a port the kernel hands out for
+/// `bind(0)` could go to another test's client socket (or dig's) between
+/// this choice and the server's bind, and that test binary runs many
+/// tests at once.
 pub(crate) fn free_port() -> u16 {
     loop {
-        let u = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let port = u.local_addr().unwrap().port();
+        let port = fastrand::u16(20_000..32_000);
+        let Ok(_u) = UdpSocket::bind(("127.0.0.1", port)) else {
+            continue;
+        };
         if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
             return port;
         }
