@@ -65,8 +65,17 @@ pub(crate) fn ok_handler() -> Handler {
     handler(|_| Reply::Status(200, "ok".into()))
 }
 
+/// A free port on `ip`, below the ephemeral range like `common::free_port`:
+/// a stopped backend's port must not go to another test's `bind(0)` on the
+/// same address while the test binary runs its tests at once.
 fn any_port(ip: &str) -> SocketAddr {
-    SocketAddr::new(ip.parse().expect("a loopback address"), 0)
+    let ip = ip.parse().expect("a loopback address");
+    loop {
+        let a = SocketAddr::new(ip, fastrand::u16(20_000..32_000));
+        if TcpListener::bind(a).is_ok() {
+            return a;
+        }
+    }
 }
 
 pub(crate) struct Backend {
