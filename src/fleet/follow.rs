@@ -1,0 +1,146 @@
+//! Following etcd: the lease and the node's registration under it, the
+//! first full read and the watch, and reconnecting with back-off.
+
+use super::*;
+
+impl Fleet {
+    /// Start following etcd: read the prefix, then watch it, reconnecting
+    /// with back-off (up to 5 s) for as long as the runtime runs.
+    pub fn spawn(self: &Arc<Self>, rt: &tokio::runtime::Handle) {
+        let me = self.clone();
+        rt.spawn(async move {
+            let mut backoff = Duration::from_millis(100);
+            loop {
+                match me.follow().await {
+                    Ok(()) => backoff = Duration::from_millis(100),
+                    Err(e) => {
+                        me.lost_since
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .get_or_insert_with(std::time::Instant::now);
+                        me.fall_back_if_lost();
+                        if me.connected.swap(false, Ordering::Relaxed) {
+                            tracing::warn!("fleet: lost etcd, keeping the last state: {e}");
+                        } else {
+                            tracing::debug!("fleet: etcd not reachable: {e}");
+                        }
+                        *me.client.lock().await = None;
+                    }
+                }
+                // Short sleeps, so the fallback comes on time.
+                let until = tokio::time::Instant::now() + backoff;
+                while tokio::time::Instant::now() < until {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    me.fall_back_if_lost();
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+        });
+    }
+
+    /// This node's registration now.
+    fn info(&self) -> NodeInfo {
+        let e = self.server.engine.load();
+        let entries = e.checks.len();
+        let down = (0..entries as u32).filter(|&i| !e.health.is_up(i)).count();
+        NodeInfo {
+            node: self.settings.node.clone(),
+            contact_ms: now_ms(),
+            generation: e.generation,
+            config: e.config_path.display().to_string(),
+            entries,
+            down,
+            revision: self.server.fleet_revision.load(Ordering::Relaxed),
+            refused: self
+                .refused
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+        }
+    }
+
+    async fn register(&self, c: &mut Client, lease: i64) -> Result<(), String> {
+        let key = format!("{}nodes/{}", self.settings.prefix, self.settings.node);
+        let v = serde_json::to_vec(&self.info()).map_err(|e| e.to_string())?;
+        c.put(key, v, Some(PutOptions::new().with_lease(lease)))
+            .await
+            .map_err(|e| format!("etcd: {e}"))?;
+        Ok(())
+    }
+
+    async fn follow(&self) -> Result<(), String> {
+        let mut c = self.client().await?;
+        let lease = c
+            .lease_grant(self.settings.lease_secs, None)
+            .await
+            .map_err(|e| format!("etcd lease: {e}"))?
+            .id();
+        let (mut keeper, mut alive) = c
+            .lease_keep_alive(lease)
+            .await
+            .map_err(|e| format!("etcd lease: {e}"))?;
+        self.register(&mut c, lease).await?;
+        let rev = self.sync(&mut c).await?;
+        let mut stream = c
+            .watch(
+                self.settings.prefix.as_bytes(),
+                Some(
+                    WatchOptions::new()
+                        .with_prefix()
+                        .with_start_revision(rev + 1),
+                ),
+            )
+            .await
+            .map_err(|e| format!("etcd watch: {e}"))?;
+        *self.lost_since.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        if self
+            .server
+            .fleet_local_probes
+            .swap(false, Ordering::Relaxed)
+        {
+            tracing::info!("fleet: etcd is back: probing this node's share again");
+        }
+        if !self.connected.swap(true, Ordering::Relaxed) {
+            tracing::info!(
+                "fleet: node {} following etcd {} (prefix {})",
+                self.settings.node,
+                self.settings.endpoints.join(","),
+                self.settings.prefix
+            );
+        }
+        let mut tick = tokio::time::interval(CONTACT);
+        loop {
+            let msg = tokio::select! {
+                m = stream.message() => m.map_err(|e| format!("etcd watch: {e}"))?,
+                _ = tick.tick() => {
+                    keeper.keep_alive().await.map_err(|e| format!("etcd lease: {e}"))?;
+                    match alive.message().await {
+                        Ok(Some(r)) if r.ttl() > 0 => {}
+                        Ok(_) => return Err("etcd lease expired".into()),
+                        Err(e) => return Err(format!("etcd lease: {e}")),
+                    }
+                    self.register(&mut c, lease).await?;
+                    self.divide_checks(&mut c, lease).await?;
+                    continue;
+                }
+            };
+            let Some(resp) = msg else {
+                return Err("etcd watch ended".into());
+            };
+            if resp.canceled() {
+                return Err("etcd watch canceled".into());
+            }
+            for ev in resp.events() {
+                let Some(kv) = ev.kv() else { continue };
+                match self.take(kv, ev.event_type() == EventType::Put).await {
+                    // `fleet status` shows a new revision at once.
+                    Taken::Config => self.register(&mut c, lease).await?,
+                    // A node left (its lease ran out): its share moves now,
+                    // not at the next tick.
+                    Taken::NodeGone => self.divide_checks(&mut c, lease).await?,
+                    Taken::Entry(_) | Taken::Other => {}
+                }
+            }
+        }
+    }
+}
