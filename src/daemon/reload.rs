@@ -144,7 +144,10 @@ pub(super) fn reload(d: &Daemon, why: &str) -> bool {
         .unwrap_or_else(|e| e.into_inner())
         .take()
         .unwrap_or_else(|| old.config_path.clone());
-    let build = || crate::answer::load(&path, Some(&old));
+    let build = || {
+        slow_reload_hook();
+        crate::answer::load(&path, Some(&old))
+    };
     let built = std::thread::scope(|s| {
         let spawned = std::thread::Builder::new()
             .name("meridian-reload".into())
@@ -266,4 +269,19 @@ pub(super) fn count_build(m: &crate::metrics::Metrics, e: &crate::engine::Engine
         .fetch_add(e.zones_loaded as u64, Ordering::Relaxed);
     m.geo_table_builds
         .fetch_add(e.geo_tables_built as u64, Ordering::Relaxed);
+}
+
+/// A test hook: `MERIDIAN_TEST_RELOAD_DELAY_MS` makes every reload's build
+/// that much longer, as a huge zone on a busy host would (tests/fleet shows
+/// that the fleet link never waits for one). Unset, it costs one lookup.
+fn slow_reload_hook() {
+    static DELAY: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    let ms = DELAY.get_or_init(|| {
+        std::env::var("MERIDIAN_TEST_RELOAD_DELAY_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+    });
+    if let Some(ms) = ms {
+        std::thread::sleep(std::time::Duration::from_millis(*ms));
+    }
 }
