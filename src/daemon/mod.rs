@@ -175,6 +175,8 @@ pub fn serve(
         weights: Arc::new(crate::engine::RuntimeWeights::new()),
         checker: Mutex::new(Checker::new(rt.handle().clone())),
         next_config: Mutex::new(None),
+        #[cfg(feature = "fleet")]
+        fleet: fleet_settings.clone(),
     });
     daemon.restart_checks();
     rt.spawn(refresher(shared.clone(), daemon.weights.clone()));

@@ -22,6 +22,10 @@ pub(super) struct Daemon {
     /// The config the next reload reads instead of the serving engine's
     /// (fleet mode: a pushed revision); taken by that reload.
     pub(super) next_config: Mutex<Option<std::path::PathBuf>>,
+    /// Fleet mode: this node's own `[fleet]` settings, so that a reload of
+    /// a served revision composes it again with the node's own tables.
+    #[cfg(feature = "fleet")]
+    pub(super) fleet: Option<crate::config::fleet::FleetSettings>,
 }
 
 impl Daemon {
@@ -143,7 +147,7 @@ pub(super) fn reload(d: &Daemon, why: &str) -> bool {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .take()
-        .unwrap_or_else(|| old.config_path.clone());
+        .unwrap_or_else(|| same_config(d, &old));
     let build = || {
         slow_reload_hook();
         crate::answer::load(&path, Some(&old))
@@ -284,4 +288,26 @@ fn slow_reload_hook() {
     if let Some(ms) = ms {
         std::thread::sleep(std::time::Duration::from_millis(*ms));
     }
+}
+
+/// The config a reload with no new path reads: the serving one, except
+/// that a fleet node serving a pushed revision composes it again, so edits
+/// to its own `[server]`, `[api]` and `[fleet]` tables take effect.
+fn same_config(d: &Daemon, old: &crate::engine::Engine) -> std::path::PathBuf {
+    #[cfg(feature = "fleet")]
+    if let Some(fs) = &d.fleet {
+        let rev = d.server.fleet_revision.load(Ordering::Relaxed);
+        if rev > 0 {
+            match crate::fleet::recompose(fs, rev) {
+                Ok(p) => return p,
+                Err(e) => tracing::warn!(
+                    "fleet: revision {rev} cannot be composed with {} again, reloading it as it was: {e}",
+                    fs.local_config.display()
+                ),
+            }
+        }
+    }
+    #[cfg(not(feature = "fleet"))]
+    let _ = d;
+    old.config_path.clone()
 }

@@ -59,7 +59,7 @@ use push::{absolutize, b64, sha256_hex};
 pub use push::{push, Pushed};
 pub use results::checkers_of;
 use results::*;
-pub use revision::last_accepted;
+pub use revision::{last_accepted, recompose};
 pub use status::{settings_of, status_table};
 
 /// A request to serve the config at a path (a pushed revision), and where

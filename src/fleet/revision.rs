@@ -205,6 +205,13 @@ pub(super) fn materialize(
     compose(s, &dir)
 }
 
+/// Revision `rev`, already under the state dir, composed again with this
+/// node's own tables as they are now (a reload of the served revision);
+/// the path of its config.
+pub fn recompose(s: &FleetSettings, rev: i64) -> Result<std::path::PathBuf, String> {
+    compose(s, &s.state_dir.join(format!("rev-{rev}")))
+}
+
 /// The config of the revision unpacked in `dir`, as this node serves it:
 /// the pushed config with this node's own `[server]`, `[api]` and
 /// `[fleet]` tables, key files and geo database (which must match the

@@ -116,3 +116,40 @@ fn a_restart_takes_etcds_newest_when_it_passes() {
     assert_eq!(new_name(&a), ["192.0.2.77"]);
     assert_eq!(fleet_status(&a)["source"], "etcd");
 }
+
+/// A reload (SIGHUP) of a node serving a pushed revision composes that
+/// revision again with the node's own tables as they are now: an edit to
+/// its own `[server]` takes effect, and the revision keeps serving. Before,
+/// the reload re-read the revision as composed when it arrived.
+#[test]
+fn a_reload_on_a_pushed_revision_takes_the_nodes_own_edits() {
+    if !fleet_ready("a_reload_on_a_pushed_revision_takes_the_nodes_own_edits") {
+        return;
+    }
+    let etcd = Etcd::start(1);
+    let eps = etcd.endpoints();
+    let a = Node::start("a", &eps);
+    let dir = crate::common::TempDir::new("fleet-reload-own");
+    let cfg = pushed_config(&dir.0, &eps, "new IN A 192.0.2.99\n");
+    let rev = push(&cfg);
+    assert!(within(Duration::from_secs(10), || revision(&a) == rev).is_some());
+
+    let version = || {
+        let r = a.server.ask(
+            &crate::common::QueryBuilder::new("version.bind", 16)
+                .class(3)
+                .build(),
+        );
+        r.wire.answer.first().map(|rr| rr.rdata[1..].to_vec())
+    };
+    assert_eq!(version(), None);
+    let text = std::fs::read_to_string(&a.config).unwrap();
+    let edited = text.replace("[server]\n", "[server]\nversion = \"node-a-2\"\n");
+    assert_ne!(text, edited);
+    std::fs::write(&a.config, edited).unwrap();
+    let line = a.server.reload(Duration::from_secs(10));
+    assert!(line.contains("reloaded"), "{line}");
+    assert_eq!(version().as_deref(), Some(&b"node-a-2"[..]));
+    assert_eq!(revision(&a), rev);
+    assert_eq!(new_name(&a), ["192.0.2.99"]);
+}
