@@ -57,6 +57,7 @@ impl Fleet {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .clone(),
+            source: Source::name(self.source.load(Ordering::Relaxed)).to_string(),
         }
     }
 

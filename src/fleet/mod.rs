@@ -90,6 +90,9 @@ pub struct NodeInfo {
     /// The last pushed revision it refused, and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused: Option<Refusal>,
+    /// Where its config came from: `etcd`, `state_dir` or `local`.
+    #[serde(default)]
+    pub source: String,
 }
 
 /// A pushed revision a node refused.
