@@ -1,12 +1,15 @@
 //! A fleet on an etcd with authentication enabled (#18 item 6): a node
 //! configured with the right user and password file follows etcd and
 //! shares its writes; one with a wrong password never gets in, says so in
-//! `/status` (not connected), and still answers DNS from its own config.
+//! `/status` (not connected, and why: authentication failed; #26 item 5),
+//! logs that cause once, and still answers DNS from its own config.
 
 use std::process::Command;
 use std::time::Duration;
 
-use crate::fleet_support::{connected, fleet_ready, shared_but_not_with, within, Etcd, Node};
+use crate::fleet_support::{
+    connected, fleet_ready, shared_but_not_with, wait_fleet_error, within, Etcd, Node,
+};
 use crate::health_support::http;
 
 fn etcdctl(eps: &str, args: &[&str]) -> (bool, String) {
@@ -69,8 +72,24 @@ fn user_and_password_to_etcd() {
     }
     // The wrong password: never in, still serving its own config.
     shared_but_not_with(&a, &b, &x);
-    let (code, _) = http(x.api, "POST", "/override/127.0.0.82?state=down");
+    let (code, body) = http(x.api, "POST", "/override/127.0.0.82?state=down");
     assert_eq!(code, 503);
+    assert!(
+        body.contains("authentication failed") && body.contains("nothing was changed"),
+        "{body}"
+    );
+    // The cause, in /status and once in the log (retries go on meanwhile).
+    let err = wait_fleet_error(&x, "authentication failed", Duration::from_secs(5));
+    assert!(
+        err.contains("authentication failed") && err.contains("password_file"),
+        "/status fleet.error: {err:?}"
+    );
+    assert_eq!(
+        x.server.log_count("authentication failed"),
+        1,
+        "{:?}",
+        x.server.stderr.lock().unwrap()
+    );
     // Without a user, etcd refuses reads of the prefix.
     let (ok, out) = etcdctl(&eps, &["get", "--prefix", "/meridian-test/"]);
     assert!(!ok || out.trim().is_empty(), "{out}");

@@ -1,12 +1,17 @@
 //! A fleet on an etcd that wants TLS client certificates (#18 item 6):
 //! with `ca`, `cert` and `key` a node follows etcd over https and shares
 //! its writes; without its certificate it never gets in and says so,
-//! while still answering DNS. Certificates are made per run with openssl.
+//! while still answering DNS. Why, in `/status` and in `fleet status`
+//! (#26 item 5): a client certificate is required; and a node trusting
+//! another CA says etcd's certificate is from an unknown CA.
+//! Certificates are made per run with openssl.
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::fleet_support::{connected, fleet_ready, shared_but_not_with, within, Node};
+use crate::fleet_support::{
+    connected, fleet_ready, shared_but_not_with, wait_fleet_error, within, Node,
+};
 
 fn openssl(dir: &std::path::Path, args: &[&str]) {
     let out = Command::new("openssl")
@@ -156,4 +161,52 @@ fn tls_client_certificates_to_etcd() {
         );
     }
     shared_but_not_with(&a, &b, &x);
+    let err = wait_fleet_error(&x, "client certificate", Duration::from_secs(5));
+    assert!(
+        err.contains("etcd requires a client certificate"),
+        "/status fleet.error: {err:?}"
+    );
+    let (code, _, stderr) = crate::common::run(&[
+        "fleet",
+        "status",
+        "--config",
+        x.config.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("etcd requires a client certificate"),
+        "{stderr}"
+    );
+    // A node that trusts another CA: etcd's certificate is not signed by it.
+    openssl(
+        d,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            "other.key",
+            "-out",
+            "other.pem",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=another-ca",
+        ],
+    );
+    let other_ca = format!(
+        "ca = \"{0}/other.pem\"\ncert = \"{0}/node.pem\"\nkey = \"{0}/node.key\"\n",
+        d.display()
+    );
+    let y = Node::start_with("y", &eps, &other_ca, "");
+    let err = wait_fleet_error(&y, "unknown CA", Duration::from_secs(5));
+    assert!(
+        err.contains("not signed by the CA in ca") && err.contains("other.pem"),
+        "/status fleet.error: {err:?}"
+    );
+    assert_eq!(connected(&y), Some(false));
 }

@@ -514,3 +514,117 @@ pub(crate) fn chk(n: &Node) -> Vec<String> {
     a.sort();
     a
 }
+
+/// The `fleet.error` of a node's `/status`: why it does not follow etcd
+/// ("" when it says none).
+pub(crate) fn fleet_error(n: &Node) -> String {
+    let (_, body) = crate::health_support::http(n.api, "GET", "/status");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+    v["fleet"]["error"].as_str().unwrap_or("").to_string()
+}
+
+/// Wait (up to `limit`) until `n`'s `/status` gives a `fleet.error`
+/// holding `needle`; the error it gives then.
+pub(crate) fn wait_fleet_error(n: &Node, needle: &str, limit: Duration) -> String {
+    let _ = within(limit, || fleet_error(n).contains(needle));
+    fleet_error(n)
+}
+
+/// Turn on etcd's user authentication: user `meridian` (password
+/// `meridian-secret-2`) may read and write `/meridian-test/`; `root` has
+/// the password `root-secret-1`.
+pub(crate) fn enable_auth(etcd: &Etcd) {
+    for args in [
+        &["user", "add", "root:root-secret-1"][..],
+        &["role", "add", "meridian"][..],
+        &[
+            "role",
+            "grant-permission",
+            "meridian",
+            "--prefix=true",
+            "readwrite",
+            "/meridian-test/",
+        ][..],
+        &["user", "add", "meridian:meridian-secret-2"][..],
+        &["user", "grant-role", "meridian", "meridian"][..],
+        &["auth", "enable"][..],
+    ] {
+        let (ok, out) = etcd.etcdctl(args);
+        assert!(ok, "etcdctl {args:?}: {out}");
+    }
+}
+
+impl Node {
+    /// Start node `node` on `etcd` the way a packaged server starts: as
+    /// root, without --allow-root, switching to `user = "nobody"` once its
+    /// sockets are bound.
+    pub(crate) fn start_as_nobody(node: &str, etcd: &[String], fleet_extra: &str) -> Node {
+        let dir = TempDir::new(&format!("fleet-{node}"));
+        write_tokens(&dir);
+        let config = node_config_with(&dir.0, node, etcd, fleet_extra, "");
+        let text = std::fs::read_to_string(&config).unwrap();
+        let text = text.replacen("log = \"info\"\n", "log = \"info\"\nuser = \"nobody\"\n", 1);
+        std::fs::write(&config, text).unwrap();
+        for _ in 0..5 {
+            let addr: SocketAddr = format!("127.0.0.1:{}", crate::common::free_port())
+                .parse()
+                .unwrap();
+            let api: SocketAddr = format!("127.0.0.1:{}", crate::common::free_port())
+                .parse()
+                .unwrap();
+            if let Some(server) = spawn_ready(&config, addr, api) {
+                return Node {
+                    server,
+                    api,
+                    config,
+                    _dir_keep: Some(dir),
+                };
+            }
+        }
+        panic!("meridian did not start as nobody with {}", config.display());
+    }
+}
+
+/// `meridian serve` on `config` (no --allow-root), its stderr collected,
+/// once it says it is ready (None: it did not within 20 s).
+fn spawn_ready(config: &Path, addr: SocketAddr, api: SocketAddr) -> Option<Server> {
+    use std::io::BufRead;
+    let mut child = Command::new(crate::common::BIN)
+        .args(["serve", "--config", config.to_str().unwrap()])
+        .args(["--listen", &addr.to_string(), "--http-listen", &api.to_string()])
+        .args(["--workers", "1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn meridian");
+    let err = child.stderr.take().unwrap();
+    let lines = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let l2 = lines.clone();
+    std::thread::spawn(move || {
+        let mut tx = Some(tx);
+        for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+            let ready = line.contains("meridian: ready");
+            l2.lock().unwrap().push(line);
+            if let Some(t) = tx.take_if(|_| ready) {
+                let _ = t.send(true);
+            }
+        }
+        if let Some(t) = tx {
+            let _ = t.send(false);
+        }
+    });
+    if let Ok(true) = rx.recv_timeout(Duration::from_secs(20)) {
+        return Some(Server {
+            child,
+            addr,
+            stderr: lines,
+            config: config.to_path_buf(),
+        });
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    eprintln!("start failed: {:?}", lines.lock().unwrap());
+    None
+}
