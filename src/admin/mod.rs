@@ -212,9 +212,11 @@ fn forbidden(why: String) -> Reply {
 
 /// Fleet mode: a write that `covered` accepts goes to etcd through `put`
 /// (then applies here) and replies `done(covered)`; 404 for a write that
-/// covers nothing, 503 and no change if etcd does not take it.
+/// covers nothing; 503 and no change if etcd does not take it, with a
+/// sentence that names the cause (`Fleet::refusal`).
 #[cfg(feature = "fleet")]
 async fn fleet_write(
+    fleet: &crate::fleet::Fleet,
     covered: Result<usize, String>,
     put: impl std::future::Future<Output = Result<(), String>>,
     done: impl FnOnce(usize) -> Reply,
@@ -225,7 +227,7 @@ async fn fleet_write(
     };
     match put.await {
         Ok(()) => done(n),
-        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e),
+        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, fleet.refusal(&e)),
     }
 }
 

@@ -63,6 +63,7 @@ pub(crate) async fn route_fleet(
     };
     let engine = shared.server.engine.load();
     super::fleet_write(
+        fleet,
         crate::health::overrides::covered(&engine.checks, addr, port, state),
         fleet.put_override(addr, port, state, by),
         |n| done(addr, port, state, n),

@@ -62,6 +62,7 @@ pub(crate) async fn route_fleet(
     };
     let engine = shared.server.engine.load();
     super::fleet_write(
+        fleet,
         crate::engine::weights::covered(&engine, addr, port, weight),
         fleet.put_weight(addr, port, weight, by),
         |n| done(addr, port, weight, n),

@@ -8,7 +8,9 @@
 //! on cardinality: about ten series a member), keeping the pool ones.
 //! Errors name the config line, or the token file's line.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use serde::Deserialize;
 use toml::Spanned;
@@ -102,7 +104,7 @@ impl ApiSettings {
                 return Err(src.err(t.span(), "tokens must name a token file"));
             }
             let path = src.resolve(t.get_ref());
-            let text = std::fs::read_to_string(&path).map_err(|e| {
+            let text = read_kept(&path, &mut out.warnings).map_err(|e| {
                 src.err(
                     t.span(),
                     format!("cannot read token file {}: {e}", path.display()),
@@ -159,6 +161,37 @@ impl ApiSettings {
             }
         }
         found
+    }
+}
+
+/// Token files this process read, by path: (text, whether it said it
+/// cannot read the file now).
+static TOKEN_FILES: Mutex<BTreeMap<PathBuf, (String, bool)>> = Mutex::new(BTreeMap::new());
+
+/// The token file at `path`. The first read is the daemon's, as root and
+/// before the privilege drop; a reload that cannot read it as the service
+/// user keeps the text read before and warns once (in `warnings`), naming
+/// the file. Other errors are errors.
+fn read_kept(path: &Path, warnings: &mut Vec<String>) -> std::io::Result<String> {
+    let mut kept = TOKEN_FILES.lock().unwrap_or_else(|e| e.into_inner());
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            kept.insert(path.to_path_buf(), (text.clone(), false));
+            Ok(text)
+        }
+        Err(e) => match kept.get_mut(path) {
+            Some((text, warned)) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                if !*warned {
+                    *warned = true;
+                    warnings.push(format!(
+                        "token file {} cannot be read now ({e}): keeping the tokens read before; a change to it applies at restart, or make it readable by this user",
+                        path.display()
+                    ));
+                }
+                Ok(text.clone())
+            }
+            _ => Err(e),
+        },
     }
 }
 

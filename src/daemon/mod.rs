@@ -138,11 +138,19 @@ pub fn serve(
         }
         None => None,
     };
+    // The fleet's secrets are read now, as root: the user may not read them.
+    #[cfg(feature = "fleet")]
+    if let Some(f) = &shared.engine.load().fleet {
+        if let Err(e) = crate::fleet::read_secrets(f) {
+            tracing::warn!("fleet: {e}");
+        }
+    }
     // Every socket is bound: give up root before serving anything.
     if let Some(u) = &switch_to {
         drop_privileges(u)?;
-        // Serving works without them; only reloads would fail. Say so loudly.
-        if let Err(warning) = check_readable(&shared.engine.load(), u) {
+        // Serving works without them; reloads would fail or keep old
+        // secrets. Say so loudly.
+        for warning in check_readable(&shared.engine.load(), u) {
             tracing::warn!("{warning}");
             eprintln!("{warning}");
         }

@@ -98,8 +98,11 @@ pub fn drop_privileges(u: &SwitchUser) -> Result<(), String> {
     Ok(())
 }
 
-/// After switching users, the files a reload reads should still be readable.
-pub(super) fn check_readable(engine: &Engine, u: &SwitchUser) -> Result<(), String> {
+/// After switching users, what the user cannot read, one warning a file:
+/// the files a reload reads (the reload would fail), then the secrets read
+/// at start (the API token file, `[fleet]` password, CA, certificate and
+/// key: their copy read at start is kept, so a change applies at restart).
+pub(super) fn check_readable(engine: &Engine, u: &SwitchUser) -> Vec<String> {
     let mut files: Vec<&Path> = vec![&engine.config_path];
     if let Some(g) = &engine.geo_path {
         files.push(g);
@@ -111,14 +114,47 @@ pub(super) fn check_readable(engine: &Engine, u: &SwitchUser) -> Result<(), Stri
             }
         }
     }
+    let mut out = Vec::new();
     for f in files {
         if let Err(e) = std::fs::File::open(f) {
-            return Err(format!(
+            out.push(format!(
                 "meridian: after switching to user {:?}, {} cannot be read ({e}); reloads would fail. Make it (and its folders) readable by that user.",
                 u.name,
                 f.display()
             ));
         }
     }
-    Ok(())
+    for (what, f) in secrets(engine) {
+        if let Err(e) = std::fs::File::open(f) {
+            out.push(format!(
+                "meridian: after switching to user {:?}, {what} {} cannot be read ({e}); the copy read at start is used, and a change to it applies only at restart. To change it on reload, make it readable by that user (e.g. its group, mode 640).",
+                u.name,
+                f.display()
+            ));
+        }
+    }
+    out
+}
+
+/// The secret files read at start: the API token file and `[fleet]`'s.
+fn secrets(engine: &Engine) -> Vec<(&'static str, &Path)> {
+    let mut v: Vec<(&'static str, &Path)> = Vec::new();
+    if let Some(t) = &engine.api.token_file {
+        v.push(("the API token file", t));
+    }
+    if let Some(f) = &engine.fleet {
+        if let Some((_, pw)) = &f.user {
+            v.push(("[fleet] password_file", pw));
+        }
+        if let Some(t) = &f.tls {
+            if let Some(ca) = &t.ca {
+                v.push(("[fleet] ca", ca));
+            }
+            if let Some((cert, key)) = &t.identity {
+                v.push(("[fleet] cert", cert));
+                v.push(("[fleet] key", key));
+            }
+        }
+    }
+    v
 }

@@ -194,6 +194,12 @@ fn swap(
             for w in &new.warnings {
                 tracing::warn!("reload ({why}): {w}");
             }
+            // `[api]` warnings are said at start; here only the new ones
+            // (a token file the service user cannot read, kept).
+            let api_new = new.api.warnings.iter();
+            for w in api_new.filter(|w| !old.api.warnings.contains(w)) {
+                tracing::warn!("reload ({why}): {w}");
+            }
             for (key, was, now) in restart_keys(&old.settings, &new.settings) {
                 let msg = format!(
                     "reload ({why}): [server] {key} changed ({was} -> {now}) but applies only at start: restart to apply it"

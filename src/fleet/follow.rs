@@ -20,11 +20,7 @@ impl Fleet {
                             .unwrap_or_else(|e| e.into_inner())
                             .get_or_insert_with(std::time::Instant::now);
                         me.fall_back_if_lost();
-                        if me.connected.swap(false, Ordering::Relaxed) {
-                            tracing::warn!("fleet: lost etcd, keeping the last state: {e}");
-                        } else {
-                            tracing::debug!("fleet: etcd not reachable: {e}");
-                        }
+                        me.lost(&e);
                         *me.client.lock().await = None;
                     }
                 }

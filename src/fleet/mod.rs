@@ -54,7 +54,7 @@ mod shared;
 mod status;
 mod store;
 
-pub use link::connect;
+pub use link::{connect, read_secrets};
 use push::{absolutize, b64, sha256_hex};
 pub use push::{push, Pushed};
 pub use results::checkers_of;
@@ -164,6 +164,8 @@ pub struct Fleet {
     contact_now: tokio::sync::Notify,
     /// Where the served config came from (a [`Source`] as u8).
     source: std::sync::atomic::AtomicU8,
+    /// Why etcd was last lost or out of reach (for `/status`).
+    failure: Mutex<Option<link::Failure>>,
 }
 
 /// Where the config a node serves came from.
@@ -241,6 +243,7 @@ impl Fleet {
             offered: tokio::sync::watch::channel(None).0,
             contact_now: tokio::sync::Notify::new(),
             source: std::sync::atomic::AtomicU8::new(Source::Local as u8),
+            failure: Mutex::new(None),
         })
     }
 
@@ -269,6 +272,9 @@ impl Fleet {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
+        let connected = self.connected.load(Ordering::Relaxed);
+        let failure = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        let error = failure.as_ref().filter(|_| !connected).map(|f| &f.text);
         serde_json::json!({
             "node": self.settings.node,
             "revision": self.server.fleet_revision.load(Ordering::Relaxed),
@@ -276,7 +282,8 @@ impl Fleet {
             "refused": refused,
             "etcd": self.settings.endpoints,
             "prefix": self.settings.prefix,
-            "connected": self.connected.load(Ordering::Relaxed),
+            "connected": connected,
+            "error": error,
             "overrides": list(Kind::Override),
             "weights": list(Kind::Weight),
         })

@@ -74,7 +74,8 @@ pub fn settings_of(path: &std::path::Path) -> Result<FleetSettings, String> {
 /// what, how long ago).
 pub async fn status_table(settings: &FleetSettings) -> Result<String, String> {
     let mut c = connect(settings).await?;
-    let nodes = nodes(&mut c, settings).await?;
+    let explained = |e: String| super::link::explain(&e, settings);
+    let nodes = nodes(&mut c, settings).await.map_err(explained)?;
     let now = now_ms();
     let mut out = format!(
         "{:<16} {:>10} {:>9} {:>12} {:>8} {:>6}  {}\n",
@@ -95,7 +96,7 @@ pub async fn status_table(settings: &FleetSettings) -> Result<String, String> {
     );
     // What the checkers report, member by member: the results every other
     // node takes its majority from.
-    let shared = shared_results(&mut c, settings).await?;
+    let shared = shared_results(&mut c, settings).await.map_err(explained)?;
     if !shared.is_empty() {
         out += &format!("\n{:<40} {:>4} {:>4}  RESULTS\n", "MEMBER", "UP", "DOWN");
         for (entry, rs) in &shared {

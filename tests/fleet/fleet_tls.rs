@@ -166,12 +166,8 @@ fn tls_client_certificates_to_etcd() {
         err.contains("etcd requires a client certificate"),
         "/status fleet.error: {err:?}"
     );
-    let (code, _, stderr) = crate::common::run(&[
-        "fleet",
-        "status",
-        "--config",
-        x.config.to_str().unwrap(),
-    ]);
+    let (code, _, stderr) =
+        crate::common::run(&["fleet", "status", "--config", x.config.to_str().unwrap()]);
     assert_eq!(code, 1, "{stderr}");
     assert!(
         stderr.contains("etcd requires a client certificate"),

@@ -591,7 +591,12 @@ fn spawn_ready(config: &Path, addr: SocketAddr, api: SocketAddr) -> Option<Serve
     use std::io::BufRead;
     let mut child = Command::new(crate::common::BIN)
         .args(["serve", "--config", config.to_str().unwrap()])
-        .args(["--listen", &addr.to_string(), "--http-listen", &api.to_string()])
+        .args([
+            "--listen",
+            &addr.to_string(),
+            "--http-listen",
+            &api.to_string(),
+        ])
         .args(["--workers", "1"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
