@@ -194,7 +194,7 @@ const UNKNOWN_CA: &str = "etcd's certificate is from an unknown CA";
 const BAD_CERT: &str = "etcd's certificate is not valid here";
 const NOT_TLS: &str = "etcd does not speak TLS on this port";
 const CLOSED: &str = "etcd closed the connection";
-const BAD_KEY: &str = "the key file holds no key meridian can use";
+const BAD_KEY: &str = "no private key meridian can use in key";
 /// How every explained error starts (so it is not explained twice).
 const HEADS: [&str; 13] = [
     REFUSED,
@@ -277,10 +277,14 @@ fn cause(raw: &str, s: &FleetSettings, connecting: bool) -> Option<String> {
                 "{NEEDS_CERT} (it closed the TLS connection, as it does without one): set cert and key in [fleet]"
             ),
             (false, _) => format!("{CLOSED}: does it want TLS? (https:// endpoints and ca)"),
-            (true, Some(_)) => CLOSED.to_string(),
+            (true, Some((cert, _))) => format!(
+                "{CLOSED} in TLS: does it trust this node's client certificate {}? (signed by a CA in its --trusted-ca-file)",
+                cert.display()
+            ),
         }
         } else if has("privatekeyparseerror") || has("private key") {
-            BAD_KEY.to_string()
+            let key = identity.map_or(String::new(), |(_, k)| format!(" {}", k.display()));
+            format!("{BAD_KEY}{key}: it must be a PEM private key (PKCS#8, RSA or EC)")
         } else if [
             "timeout expired",
             "timed out",
@@ -335,5 +339,63 @@ impl Fleet {
     /// cause, and that nothing changed.
     pub fn refusal(&self, e: &str) -> String {
         format!("{}: nothing was changed", explain(e, &self.settings))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::fleet::FleetTls;
+
+    fn settings(tls: Option<FleetTls>) -> FleetSettings {
+        FleetSettings {
+            endpoints: vec!["https://127.0.0.1:2379".into()],
+            node: "n".into(),
+            prefix: "/m/".into(),
+            tls,
+            user: Some(("meridian".into(), "/etc/pw".into())),
+            timeout: Duration::from_secs(1),
+            state_dir: "/tmp".into(),
+            local_config: "/tmp/m.toml".into(),
+            checkers: 3,
+            grace: Duration::from_secs(10),
+            lease_secs: 5,
+        }
+    }
+
+    #[test]
+    fn causes_come_first_and_once() {
+        let s = settings(None);
+        // Texts as etcd-client and tonic print them (seen against etcd 3.4).
+        let timeout = "etcd: grpc request error: code: 'The operation was cancelled', message: \"Timeout expired\", source: tonic::transport::Error(Transport, TimeoutExpired(()))";
+        let e = explain(timeout, &s);
+        assert!(
+            e.starts_with("etcd has no quorum or cannot be reached (etcd: grpc"),
+            "{e}"
+        );
+        assert_eq!(explain(&e, &s), e, "explained twice");
+        let denied = "etcd: grpc request error: code: 'Permission denied', message: \"etcdserver: permission denied\"";
+        let e = explain(denied, &s);
+        assert!(
+            e.starts_with("etcd permission denied: user \"meridian\" may not read and write /m/"),
+            "{e}"
+        );
+        let bad = "etcd x: etcdserver: authentication failed, invalid user ID or password";
+        assert!(explain(bad, &s).contains("check the password in password_file /etc/pw"));
+        // A closed connection means a missing client certificate only
+        // while connecting over TLS without one.
+        let closed = "etcd x: operation was canceled: connection closed";
+        assert!(cause(closed, &s, true).unwrap().starts_with(NEEDS_CERT));
+        assert_eq!(cause(closed, &s, false).unwrap(), UNREACHABLE);
+        let with_cert = settings(Some(FleetTls {
+            ca: Some("/ca.pem".into()),
+            identity: Some(("/n.pem".into(), "/n.key".into())),
+        }));
+        let alert = "etcd x: transport error: received fatal alert: BadCertificate";
+        assert!(cause(alert, &with_cert, true)
+            .unwrap()
+            .starts_with(CERT_REFUSED));
+        assert!(cause(alert, &s, true).unwrap().starts_with(NEEDS_CERT));
+        assert!(explain("etcd watch canceled", &s) == "etcd watch canceled");
     }
 }
