@@ -6,7 +6,10 @@
 //! the listen address and `localhost`. `metrics_members = false` leaves the
 //! per-member and per-check series out of `/metrics` (Prometheus's advice
 //! on cardinality: about ten series a member), keeping the pool ones.
-//! Errors name the config line, or the token file's line.
+//! Errors name the config line, or the token file's line. The daemon's
+//! first read of the token file is made as root, before the privilege
+//! drop; a reload that cannot read it as the service user keeps that text
+//! and warns once.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -2,7 +2,10 @@
 //! and then switches to `[server] user` (its uid and primary group, no
 //! other groups) before it serves a query; as root with no `user` it
 //! refuses to start. `allow_root` (or `--allow-root`) keeps root, for tests
-//! and containers. Started as another user it keeps that user.
+//! and containers. Started as another user it keeps that user. Secrets
+//! (the API token file, `[fleet]`'s password, CA, certificate and key) are
+//! read before the switch; `check_readable` names, after it, every file
+//! the user cannot read.
 
 use std::path::Path;
 
