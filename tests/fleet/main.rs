@@ -15,6 +15,8 @@ mod fleet_checks;
 mod fleet_config;
 mod fleet_control;
 mod fleet_orphaned;
+mod fleet_push_size;
+mod fleet_push_wait;
 mod fleet_script;
 mod fleet_settings;
 mod fleet_status;
