@@ -62,8 +62,11 @@ fn a_pushed_config_is_served_by_every_node() {
     let (code, out, err) =
         crate::common::run(&["fleet", "push", "--config", &cfg.display().to_string()]);
     assert_eq!(code, 0, "{err}");
+    // The first line says the revision; one line per node follows.
     let rev: i64 = out
-        .trim()
+        .lines()
+        .next()
+        .unwrap_or_default()
         .rsplit(' ')
         .next()
         .and_then(|r| r.parse().ok())
