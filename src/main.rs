@@ -292,7 +292,7 @@ const MAN_SECTIONS: &[Section<'static>] = &[
             ("token file", "[api] tokens: lines of NAME SCOPE SECRET for the HTTP API (and for ctl and lookup --server). Keep it mode 0600: check warns when every user can read it."),
             ("K<zone>.+<alg>+<tag>.key, .private", "DNSSEC key pairs (BIND format) a signed zone's dnssec keys name; dnssec keygen writes them, the .private file mode 0600."),
             ("query log", "[server] query_log = \"file:PATH\": the dnstap query log, reopened on reload (or unix:PATH, a collector's socket)."),
-            ("fleet-state/", "[fleet] state_dir (default fleet-state beside the config): the config revisions fleet push stored, which a fleet node serves."),
+            ("fleet-state/", "[fleet] state_dir (default fleet-state beside the config): the config revisions fleet push stored (rev-N/, the last [fleet] keep_revisions of them), which a fleet node serves."),
             ("@meridian:ADDR:PORT", "Not a file: the abstract Unix socket serve holds per listen address so that a second instance refuses to start (ss -xlp shows it)."),
         ],
     },

@@ -24,7 +24,7 @@ pub(super) fn prune_state_dir(settings: &FleetSettings, serving_rev: i64) -> Res
             Some((n, e.path()))
         })
         .collect();
-    revs.sort_by(|a, b| b.0.cmp(&a.0));
+    revs.sort_by_key(|r| std::cmp::Reverse(r.0));
     let mut gone = 0;
     for (n, path) in revs.iter().skip(settings.keep_revisions) {
         if *n == serving_rev {
