@@ -41,6 +41,10 @@ pub fn serve(
     tune_malloc();
     let engine = for_serving(crate::answer::load(config, None).map_err(|e| e.to_string())?);
     init_logging(&engine.settings.log);
+    // A fleet node starts on the last revision it accepted, if it still
+    // loads; etcd's newest follows once etcd is reached.
+    #[cfg(feature = "fleet")]
+    let (fleet_settings, engine, started_rev) = fleet_start(engine);
     // Logging starts after the first load, so report that load here.
     tracing::info!(
         "loaded {} in {} ms: {} zone(s), {} name(s) on pools",
@@ -171,6 +175,8 @@ pub fn serve(
         weights: Arc::new(crate::engine::RuntimeWeights::new()),
         checker: Mutex::new(Checker::new(rt.handle().clone())),
         next_config: Mutex::new(None),
+        #[cfg(feature = "fleet")]
+        fleet: fleet_settings.clone(),
     });
     daemon.restart_checks();
     rt.spawn(refresher(shared.clone(), daemon.weights.clone()));
@@ -183,7 +189,7 @@ pub fn serve(
     #[cfg(not(feature = "fleet"))]
     let (_switch_tx, mut switch_rx) = tokio::sync::mpsc::channel::<()>(1);
     #[cfg(feature = "fleet")]
-    let fleet = shared.engine.load().fleet.clone().map(|settings| {
+    let fleet = fleet_settings.map(|settings| {
         let f = crate::fleet::Fleet::new(
             settings,
             daemon.overrides.clone(),
@@ -191,6 +197,9 @@ pub fn serve(
             shared.clone(),
             switch_tx.clone(),
         );
+        if let Some(rev) = started_rev {
+            f.started_from_state_dir(rev);
+        }
         f.spawn(rt.handle());
         f
     });
@@ -409,6 +418,45 @@ async fn refresher(shared: Arc<ServerState>, weights: Arc<crate::engine::Runtime
         if done.is_err() {
             tracing::error!("balancing refresh failed; retrying in a second");
             tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+}
+
+/// Fleet mode at start: the node's own `[fleet]` settings, and the engine
+/// to serve first: the last revision this node accepted (read back from
+/// its state dir) if it loads, else the node's own config.
+#[cfg(feature = "fleet")]
+fn fleet_start(
+    own: crate::engine::Engine,
+) -> (
+    Option<crate::config::fleet::FleetSettings>,
+    crate::engine::Engine,
+    Option<i64>,
+) {
+    let Some(settings) = own.fleet.clone() else {
+        return (None, own, None);
+    };
+    let Some((rev, path)) = crate::fleet::last_accepted(&settings) else {
+        tracing::info!(
+            "fleet: no accepted revision in {}: serving this node's own config until etcd has one",
+            settings.state_dir.display()
+        );
+        return (Some(settings), own, None);
+    };
+    match crate::answer::load(&path, None) {
+        Ok(e) => {
+            tracing::info!(
+                "fleet: serving revision {rev}, the last this node accepted ({}), until etcd's newest is checked",
+                path.display()
+            );
+            for w in &e.warnings {
+                tracing::warn!("{w}");
+            }
+            (Some(settings), for_serving(e), Some(rev))
+        }
+        Err(e) => {
+            tracing::warn!("fleet: the last accepted revision {rev} does not load: {e}: serving this node's own config");
+            (Some(settings), own, None)
         }
     }
 }

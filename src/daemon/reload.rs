@@ -22,6 +22,10 @@ pub(super) struct Daemon {
     /// The config the next reload reads instead of the serving engine's
     /// (fleet mode: a pushed revision); taken by that reload.
     pub(super) next_config: Mutex<Option<std::path::PathBuf>>,
+    /// Fleet mode: this node's own `[fleet]` settings, so that a reload of
+    /// a served revision composes it again with the node's own tables.
+    #[cfg(feature = "fleet")]
+    pub(super) fleet: Option<crate::config::fleet::FleetSettings>,
 }
 
 impl Daemon {
@@ -143,8 +147,11 @@ pub(super) fn reload(d: &Daemon, why: &str) -> bool {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .take()
-        .unwrap_or_else(|| old.config_path.clone());
-    let build = || crate::answer::load(&path, Some(&old));
+        .unwrap_or_else(|| same_config(d, &old));
+    let build = || {
+        slow_reload_hook();
+        crate::answer::load(&path, Some(&old))
+    };
     let built = std::thread::scope(|s| {
         let spawned = std::thread::Builder::new()
             .name("meridian-reload".into())
@@ -266,4 +273,41 @@ pub(super) fn count_build(m: &crate::metrics::Metrics, e: &crate::engine::Engine
         .fetch_add(e.zones_loaded as u64, Ordering::Relaxed);
     m.geo_table_builds
         .fetch_add(e.geo_tables_built as u64, Ordering::Relaxed);
+}
+
+/// A test hook: `MERIDIAN_TEST_RELOAD_DELAY_MS` makes every reload's build
+/// that much longer, as a huge zone on a busy host would (tests/fleet shows
+/// that the fleet link never waits for one). Unset, it costs one lookup.
+fn slow_reload_hook() {
+    static DELAY: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    let ms = DELAY.get_or_init(|| {
+        std::env::var("MERIDIAN_TEST_RELOAD_DELAY_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+    });
+    if let Some(ms) = ms {
+        std::thread::sleep(std::time::Duration::from_millis(*ms));
+    }
+}
+
+/// The config a reload with no new path reads: the serving one, except
+/// that a fleet node serving a pushed revision composes it again, so edits
+/// to its own `[server]`, `[api]` and `[fleet]` tables take effect.
+fn same_config(d: &Daemon, old: &crate::engine::Engine) -> std::path::PathBuf {
+    #[cfg(feature = "fleet")]
+    if let Some(fs) = &d.fleet {
+        let rev = d.server.fleet_revision.load(Ordering::Relaxed);
+        if rev > 0 {
+            match crate::fleet::recompose(fs, rev) {
+                Ok(p) => return p,
+                Err(e) => tracing::warn!(
+                    "fleet: revision {rev} cannot be composed with {} again, reloading it as it was: {e}",
+                    fs.local_config.display()
+                ),
+            }
+        }
+    }
+    #[cfg(not(feature = "fleet"))]
+    let _ = d;
+    old.config_path.clone()
 }

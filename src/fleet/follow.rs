@@ -7,6 +7,7 @@ impl Fleet {
     /// Start following etcd: read the prefix, then watch it, reconnecting
     /// with back-off (up to 5 s) for as long as the runtime runs.
     pub fn spawn(self: &Arc<Self>, rt: &tokio::runtime::Handle) {
+        rt.spawn(self.clone().serve_offers());
         let me = self.clone();
         rt.spawn(async move {
             let mut backoff = Duration::from_millis(100);
@@ -56,6 +57,7 @@ impl Fleet {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .clone(),
+            source: Source::name(self.source.load(Ordering::Relaxed)).to_string(),
         }
     }
 
@@ -108,39 +110,56 @@ impl Fleet {
                 self.settings.prefix
             );
         }
-        let mut tick = tokio::time::interval(CONTACT);
-        loop {
-            let msg = tokio::select! {
-                m = stream.message() => m.map_err(|e| format!("etcd watch: {e}"))?,
-                _ = tick.tick() => {
-                    keeper.keep_alive().await.map_err(|e| format!("etcd lease: {e}"))?;
-                    match alive.message().await {
-                        Ok(Some(r)) if r.ttl() > 0 => {}
-                        Ok(_) => return Err("etcd lease expired".into()),
-                        Err(e) => return Err(format!("etcd lease: {e}")),
-                    }
-                    self.register(&mut c, lease).await?;
-                    self.divide_checks(&mut c, lease).await?;
-                    continue;
+        // Two loops, polled side by side: the lease and registration never
+        // wait for the watch's work, and neither waits for a reload (a
+        // pushed revision goes to the revision task).
+        let mut kc = c.clone();
+        let keep = async {
+            let mut tick = tokio::time::interval(CONTACT);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = self.contact_now.notified() => {}
                 }
-            };
-            let Some(resp) = msg else {
-                return Err("etcd watch ended".into());
-            };
-            if resp.canceled() {
-                return Err("etcd watch canceled".into());
+                keeper
+                    .keep_alive()
+                    .await
+                    .map_err(|e| format!("etcd lease: {e}"))?;
+                match alive.message().await {
+                    Ok(Some(r)) if r.ttl() > 0 => {}
+                    Ok(_) => return Err("etcd lease expired".to_string()),
+                    Err(e) => return Err(format!("etcd lease: {e}")),
+                }
+                self.register(&mut kc, lease).await?;
+                self.divide_checks(&mut kc, lease).await?;
             }
-            for ev in resp.events() {
-                let Some(kv) = ev.kv() else { continue };
-                match self.take(kv, ev.event_type() == EventType::Put).await {
-                    // `fleet status` shows a new revision at once.
-                    Taken::Config => self.register(&mut c, lease).await?,
+        };
+        let watch = async {
+            loop {
+                let msg = stream
+                    .message()
+                    .await
+                    .map_err(|e| format!("etcd watch: {e}"))?;
+                let Some(resp) = msg else {
+                    return Err("etcd watch ended".to_string());
+                };
+                if resp.canceled() {
+                    return Err("etcd watch canceled".to_string());
+                }
+                for ev in resp.events() {
+                    let Some(kv) = ev.kv() else { continue };
                     // A node left (its lease ran out): its share moves now,
                     // not at the next tick.
-                    Taken::NodeGone => self.divide_checks(&mut c, lease).await?,
-                    Taken::Entry(_) | Taken::Other => {}
+                    if let Taken::NodeGone = self.take(kv, ev.event_type() == EventType::Put).await
+                    {
+                        self.divide_checks(&mut c, lease).await?;
+                    }
                 }
             }
+        };
+        tokio::select! {
+            r = keep => r,
+            r = watch => r,
         }
     }
 }

@@ -60,6 +60,7 @@ use push::{absolutize, b64, sha256_hex};
 pub use push::{await_nodes, push, Pushed, Stored};
 pub use results::checkers_of;
 use results::*;
+pub use revision::{last_accepted, recompose};
 pub use status::{settings_of, status_table};
 pub use store::Pruned;
 
@@ -91,6 +92,9 @@ pub struct NodeInfo {
     /// The last pushed revision it refused, and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused: Option<Refusal>,
+    /// Where its config came from: `etcd`, `state_dir` or `local`.
+    #[serde(default)]
+    pub source: String,
 }
 
 /// A pushed revision a node refused.
@@ -155,6 +159,36 @@ pub struct Fleet {
     checks: Mutex<SharedChecks>,
     /// When etcd was lost (None: following it).
     lost_since: Mutex<Option<std::time::Instant>>,
+    /// The newest `{prefix}config` value seen and its etcd revision, for
+    /// the revision task (the newest wins; the watch never waits for it).
+    offered: tokio::sync::watch::Sender<Option<(i64, Arc<[u8]>)>>,
+    /// Rewrite the registration now (a revision was served or refused).
+    contact_now: tokio::sync::Notify,
+    /// Where the served config came from (a [`Source`] as u8).
+    source: std::sync::atomic::AtomicU8,
+}
+
+/// Where the config a node serves came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Source {
+    /// Its own config file: no pushed revision was ever accepted here.
+    Local = 0,
+    /// The last revision it accepted, read back from its state dir (at
+    /// start, before or instead of etcd's newest).
+    StateDir = 1,
+    /// The newest revision in etcd.
+    Etcd = 2,
+}
+
+impl Source {
+    fn name(v: u8) -> &'static str {
+        match v {
+            1 => "state_dir",
+            2 => "etcd",
+            _ => "local",
+        }
+    }
 }
 
 /// What a node knows of the fleet's divided health checks.
@@ -172,7 +206,6 @@ struct SharedChecks {
 
 /// What a key of the prefix was.
 enum Taken {
-    Config,
     NodeGone,
     Entry(Target),
     Other,
@@ -207,6 +240,9 @@ impl Fleet {
             refused: Mutex::new(None),
             checks: Mutex::new(SharedChecks::default()),
             lost_since: Mutex::new(None),
+            offered: tokio::sync::watch::channel(None).0,
+            contact_now: tokio::sync::Notify::new(),
+            source: std::sync::atomic::AtomicU8::new(Source::Local as u8),
         })
     }
 
@@ -238,6 +274,7 @@ impl Fleet {
         serde_json::json!({
             "node": self.settings.node,
             "revision": self.server.fleet_revision.load(Ordering::Relaxed),
+            "source": Source::name(self.source.load(Ordering::Relaxed)),
             "refused": refused,
             "etcd": self.settings.endpoints,
             "prefix": self.settings.prefix,

@@ -58,10 +58,11 @@ pub struct Stored {
 pub async fn push(config: &std::path::Path) -> Result<Stored, String> {
     let settings = settings_of(config)?;
     let engine = crate::engine::Engine::load(config).map_err(|e| e.to_string())?;
-    let dir = config
-        .parent()
-        .unwrap_or(std::path::Path::new("."))
-        .to_path_buf();
+    // `--config meridian.toml` has an empty parent: the current folder.
+    let dir = match config.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
     let rel = |p: &std::path::Path| -> Result<String, String> {
         let p = std::fs::canonicalize(p).map_err(|e| format!("{}: {e}", p.display()))?;
         let base = std::fs::canonicalize(&dir).map_err(|e| e.to_string())?;

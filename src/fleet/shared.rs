@@ -175,9 +175,9 @@ impl Fleet {
         };
         if rest == "config" {
             if let Some(v) = value {
-                self.serve_pushed(kv.mod_revision(), v).await;
+                self.offer(kv.mod_revision(), v);
             }
-            return Taken::Config;
+            return Taken::Other;
         }
         if let Some(node) = rest.strip_prefix("nodes/") {
             self.observe_node(node, put);

@@ -156,10 +156,15 @@ impl Server {
 
     /// Serve `config` with extra CLI arguments; retries on a port clash.
     pub(crate) fn start(config: &Path, extra: &[&str]) -> Server {
+        Server::start_env(config, extra, &[])
+    }
+
+    /// [`Server::start`] with more environment variables (test hooks).
+    pub(crate) fn start_env(config: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
         for _ in 0..5 {
             let port = free_port();
             let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-            if let Some(s) = Server::try_start(config, &[addr], extra) {
+            if let Some(s) = Server::try_start_env(config, &[addr], extra, env) {
                 return s;
             }
         }
@@ -171,7 +176,18 @@ impl Server {
         listen: &[SocketAddr],
         extra: &[&str],
     ) -> Option<Server> {
+        Server::try_start_env(config, listen, extra, &[])
+    }
+
+    /// [`Server::try_start`] with more environment variables (test hooks).
+    pub(crate) fn try_start_env(
+        config: &Path,
+        listen: &[SocketAddr],
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Option<Server> {
         let mut cmd = Command::new(BIN);
+        cmd.envs(env.iter().copied());
         cmd.arg("serve").arg("--config").arg(config);
         for a in listen {
             cmd.arg("--listen").arg(a.to_string());

@@ -11,13 +11,13 @@ use std::time::Duration;
 use crate::fleet_support::{fleet_ready, within, Etcd, Node};
 use crate::health_support::http;
 
-fn revision(n: &Node) -> i64 {
+pub(crate) fn revision(n: &Node) -> i64 {
     let (_, body) = http(n.api, "GET", "/status");
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     v["fleet"]["revision"].as_i64().unwrap_or(-1)
 }
 
-fn new_name(n: &Node) -> Vec<String> {
+pub(crate) fn new_name(n: &Node) -> Vec<String> {
     let m = n.server.query(&crate::common::Q::new(
         "new.fleet.test.",
         hickory_proto::rr::RecordType::A,
@@ -27,7 +27,11 @@ fn new_name(n: &Node) -> Vec<String> {
 
 /// The config a pusher holds: the fleet zone with one more name and a
 /// third pool member.
-fn pushed_config(dir: &std::path::Path, etcd: &[String], extra_zone: &str) -> std::path::PathBuf {
+pub(crate) fn pushed_config(
+    dir: &std::path::Path,
+    etcd: &[String],
+    extra_zone: &str,
+) -> std::path::PathBuf {
     let cfg = crate::fleet_support::node_config(dir, "pusher", etcd);
     let zone = std::fs::read_to_string(dir.join("fleet.test.zone")).unwrap();
     std::fs::write(dir.join("fleet.test.zone"), format!("{zone}{extra_zone}")).unwrap();

@@ -153,3 +153,30 @@ fn a_node_that_does_not_answer_fails_the_push() {
         "{out}"
     );
 }
+
+/// `--config meridian.toml`, a bare name in the current folder, pushes
+/// (before, the config's folder was taken as "" and the push failed with
+/// "No such file or directory").
+#[test]
+fn a_config_named_without_a_folder_pushes() {
+    if !fleet_ready("a_config_named_without_a_folder_pushes") {
+        return;
+    }
+    let etcd = Etcd::start(1);
+    let dir = crate::common::TempDir::new("push-bare-name");
+    pusher(&dir.0, &etcd.endpoints(), "", None);
+    let out = std::process::Command::new(crate::common::BIN)
+        .args(["fleet", "push", "--no-wait", "--config", "meridian.toml"])
+        .current_dir(&dir.0)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.starts_with("pushed meridian.toml as revision "),
+        "{stdout}"
+    );
+}

@@ -352,15 +352,51 @@ impl Node {
 
     /// Start node `node` on `etcd` with more `[fleet]` keys and tables.
     pub(crate) fn start_with(node: &str, etcd: &[String], fleet_extra: &str, extra: &str) -> Node {
+        Node::start_env(node, etcd, fleet_extra, extra, &[])
+    }
+
+    /// [`Node::start_with`] with more environment variables (test hooks).
+    pub(crate) fn start_env(
+        node: &str,
+        etcd: &[String],
+        fleet_extra: &str,
+        extra: &str,
+        env: &[(&str, &str)],
+    ) -> Node {
         let dir = TempDir::new(&format!("fleet-{node}"));
         write_tokens(&dir);
         let config = node_config_with(&dir.0, node, etcd, fleet_extra, extra);
-        let (server, api) = serve(&config);
+        let (server, api) = crate::health_support::serve_env(&config, env);
         Node {
             server,
             api,
             config,
             _dir_keep: Some(dir),
+        }
+    }
+
+    /// Stop this node (SIGKILL) and start it again on the same config and
+    /// state dir.
+    pub(crate) fn restart(self) -> Node {
+        self.restart_after(|| {})
+    }
+
+    /// [`Node::restart`], running `between` while the node is down.
+    pub(crate) fn restart_after(self, between: impl FnOnce()) -> Node {
+        let Node {
+            server,
+            config,
+            _dir_keep,
+            ..
+        } = self;
+        drop(server);
+        between();
+        let (server, api) = serve(&config);
+        Node {
+            server,
+            api,
+            config,
+            _dir_keep,
         }
     }
 

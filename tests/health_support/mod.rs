@@ -353,10 +353,15 @@ pub(crate) fn member(b: &Backend, check: Option<&str>) -> String {
 /// Retries when the server did not come up (a port taken meanwhile: the
 /// harness takes "Address already in use" for its ready line).
 pub(crate) fn serve(config: &std::path::Path) -> (Server, SocketAddr) {
+    serve_env(config, &[])
+}
+
+/// [`serve`] with more environment variables (test hooks).
+pub(crate) fn serve_env(config: &std::path::Path, env: &[(&str, &str)]) -> (Server, SocketAddr) {
     for _ in 0..5 {
         let hp = free_port();
         let h: SocketAddr = format!("127.0.0.1:{hp}").parse().unwrap();
-        let mut s = Server::start(config, &["--http-listen", &h.to_string()]);
+        let mut s = Server::start_env(config, &["--http-listen", &h.to_string()], env);
         let up = wait_for(Duration::from_secs(2), || {
             TcpStream::connect(h).is_ok() || !matches!(s.child.try_wait(), Ok(None))
         });
