@@ -240,11 +240,23 @@ enum FleetCmd {
     /// Check a config as `meridian check` does and store it, with its zone
     /// files, in etcd as a new revision that every node then serves (each
     /// keeping its own [server], [api] and [fleet] tables, key files and
-    /// geo database, which must match the checksum pushed).
+    /// geo database, which must match the checksum pushed); prune the
+    /// revisions past [fleet] keep_revisions; then wait for the nodes
+    /// registered to serve or refuse it, printing a line for each. Exits 0
+    /// only if every node serves it, 3 if it was stored but a node refused
+    /// it or did not answer.
     Push {
         /// The config to push; its [fleet] table says where etcd is.
         #[arg(long, value_name = "FILE")]
         config: PathBuf,
+        /// Return once the revision is stored, without waiting for the
+        /// nodes.
+        #[arg(long)]
+        no_wait: bool,
+        /// How long to wait for the nodes to answer (as "30s", "2m").
+        #[arg(long, value_name = "DURATION", default_value = "30s",
+              value_parser = humantime::parse_duration)]
+        timeout: std::time::Duration,
     },
 }
 
@@ -258,6 +270,7 @@ const MAN_SECTIONS: &[Section<'static>] = &[
             ("0", "Success: check found the config valid; serve stopped on SIGTERM, SIGINT or ctl stop; a command did what it was asked."),
             ("1", "Failure: check found an error (the message names the file and line); serve could not load the config, bind an address (another meridian holds it: see --replace) or start; ctl's request was refused or failed (a reload whose config did not load); lookup could not answer; a dnssec or fleet command failed."),
             ("2", "Usage error: an unknown command or option, or a bad argument value (also a bad --listen address)."),
+            ("3", "fleet push stored the revision, but a registered node refused it or did not answer within --timeout (one line per node says which, and why)."),
         ],
     },
     Section {
@@ -279,7 +292,7 @@ const MAN_SECTIONS: &[Section<'static>] = &[
             ("token file", "[api] tokens: lines of NAME SCOPE SECRET for the HTTP API (and for ctl and lookup --server). Keep it mode 0600: check warns when every user can read it."),
             ("K<zone>.+<alg>+<tag>.key, .private", "DNSSEC key pairs (BIND format) a signed zone's dnssec keys name; dnssec keygen writes them, the .private file mode 0600."),
             ("query log", "[server] query_log = \"file:PATH\": the dnstap query log, reopened on reload (or unix:PATH, a collector's socket)."),
-            ("fleet-state/", "[fleet] state_dir (default fleet-state beside the config): the config revisions fleet push stored, which a fleet node serves."),
+            ("fleet-state/", "[fleet] state_dir (default fleet-state beside the config): the config revisions fleet push stored (rev-N/, the last [fleet] keep_revisions of them), which a fleet node serves."),
             ("@meridian:ADDR:PORT", "Not a file: the abstract Unix socket serve holds per listen address so that a second instance refuses to start (ss -xlp shows it)."),
         ],
     },
@@ -514,7 +527,53 @@ fn print_out(bytes: &[u8]) -> ExitCode {
     }
 }
 
-/// `meridian fleet status`.
+/// `meridian fleet push`: 0 when every registered node serves the
+/// revision, 1 when nothing was stored, 3 when it was stored but a node
+/// refused it or did not answer.
+#[cfg(feature = "fleet")]
+async fn fleet_push(
+    config: &std::path::Path,
+    no_wait: bool,
+    timeout: std::time::Duration,
+) -> ExitCode {
+    let fail = |e: String| {
+        eprintln!("meridian: fleet push: {e}");
+        ExitCode::from(1)
+    };
+    let stored = match meridian::fleet::push(config).await {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    let rev = stored.revision;
+    let line = |t: &str| {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{t}").and_then(|_| out.flush());
+    };
+    line(&format!("pushed {} as revision {rev}", config.display()));
+    // The push stands even when pruning fails (say, a user who may not
+    // compact a shared etcd).
+    if let Err(e) = &stored.pruned {
+        eprintln!("meridian: fleet push: older revisions not pruned: {e}");
+    }
+    if no_wait {
+        return ExitCode::SUCCESS;
+    }
+    let settings = match meridian::fleet::settings_of(config) {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    match meridian::fleet::await_nodes(&settings, rev, timeout, line).await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(3),
+        Err(e) => {
+            eprintln!("meridian: fleet push: revision {rev} stored, but: {e}");
+            ExitCode::from(3)
+        }
+    }
+}
+
+/// `meridian fleet status` and `push`.
 #[cfg(feature = "fleet")]
 fn fleet(action: FleetCmd) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_current_thread()
@@ -535,11 +594,11 @@ fn fleet(action: FleetCmd) -> ExitCode {
                 meridian::fleet::status_table(&settings).await
             }),
         ),
-        FleetCmd::Push { config } => (
-            "push",
-            rt.block_on(meridian::fleet::push(&config))
-                .map(|rev| format!("pushed {} as revision {rev}\n", config.display())),
-        ),
+        FleetCmd::Push {
+            config,
+            no_wait,
+            timeout,
+        } => return rt.block_on(fleet_push(&config, no_wait, timeout)),
     };
     match r {
         Ok(t) => print_out(t.as_bytes()),

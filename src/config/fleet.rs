@@ -58,6 +58,14 @@ pub struct FleetCfg {
     /// checker) after its last keep-alive (default "5s", 2s to 300s).
     #[serde(default)]
     pub lease: Option<Spanned<String>>,
+    /// `keep_revisions`: how many pushed revisions are kept, in etcd (by
+    /// the pusher) and under `state_dir` (by each node) (default 5).
+    #[serde(default)]
+    pub keep_revisions: Option<Spanned<i64>>,
+    /// `compact_history`: whether `fleet push` compacts etcd's history
+    /// below the oldest kept revision (default true; cluster-wide).
+    #[serde(default)]
+    pub compact_history: Option<bool>,
 }
 
 /// TLS to etcd.
@@ -95,6 +103,10 @@ pub struct FleetSettings {
     pub grace: Duration,
     /// The etcd lease TTL, in whole seconds.
     pub lease_secs: i64,
+    /// Pushed revisions kept in etcd and under the state dir.
+    pub keep_revisions: usize,
+    /// Whether `fleet push` compacts etcd's history (cluster-wide).
+    pub compact_history: bool,
 }
 
 /// Check `[fleet]`.
@@ -253,7 +265,22 @@ pub fn check(src: &Source, c: &FleetCfg) -> Result<FleetSettings, LocatedError> 
                 )
             })?,
     };
+    let keep_revisions = match &c.keep_revisions {
+        None => 5,
+        Some(k) if (1..=1000).contains(k.get_ref()) => *k.get_ref() as usize,
+        Some(k) => {
+            return Err(src.err(
+                k.span(),
+                format!(
+                    "fleet keep_revisions must be from 1 to 1000, not {}",
+                    k.get_ref()
+                ),
+            ))
+        }
+    };
     Ok(FleetSettings {
+        keep_revisions,
+        compact_history: c.compact_history.unwrap_or(true),
         checkers,
         grace,
         lease_secs,

@@ -51,16 +51,18 @@ mod push;
 mod results;
 mod revision;
 mod shared;
+mod state_dir;
 mod status;
 mod store;
 
 pub use link::{connect, read_secrets};
 use push::{absolutize, b64, sha256_hex};
-pub use push::{push, Pushed};
+pub use push::{await_nodes, push, Pushed, Stored};
 pub use results::checkers_of;
 use results::*;
 pub use revision::{last_accepted, recompose};
 pub use status::{settings_of, status_table};
+pub use store::Pruned;
 
 /// A request to serve the config at a path (a pushed revision), and where
 /// the daemon says whether it serves.

@@ -182,11 +182,9 @@ pub(super) fn materialize(
         {
             return Err(format!("file {name:?} is outside the config's folder"));
         }
-        let bytes = b64()
-            .decode(data.as_bytes())
-            .map_err(|e| format!("file {name:?}: {e}"))?;
+        let bytes = data.as_slice();
         if *name == p.config {
-            config_text = Some(String::from_utf8(bytes).map_err(|e| e.to_string())?);
+            config_text = Some(String::from_utf8(bytes.to_vec()).map_err(|e| e.to_string())?);
             continue;
         }
         let out = dir.join(rel);

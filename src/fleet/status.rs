@@ -69,8 +69,8 @@ pub fn settings_of(path: &std::path::Path) -> Result<FleetSettings, String> {
 }
 
 /// `meridian fleet status`: every registered node, its last contact, the
-/// engine generation and config it serves, and its view of member health,
-/// as a table; then each checked member's shared results (who reported
+/// revision, engine generation and config it serves, and its view of
+/// member health, as a table, with each node's last refused revision; then each checked member's shared results (who reported
 /// what, how long ago).
 pub async fn status_table(settings: &FleetSettings) -> Result<String, String> {
     let mut c = connect(settings).await?;
@@ -94,6 +94,7 @@ pub async fn status_table(settings: &FleetSettings) -> Result<String, String> {
         settings.endpoints.join(","),
         settings.prefix
     );
+    out += &refusals(&nodes);
     // What the checkers report, member by member: the results every other
     // node takes its majority from.
     let shared = shared_results(&mut c, settings).await.map_err(explained)?;
@@ -104,6 +105,25 @@ pub async fn status_table(settings: &FleetSettings) -> Result<String, String> {
         }
     }
     Ok(out)
+}
+
+/// Each node's last refused revision and why, under the node table.
+pub(super) fn refusals(nodes: &[NodeInfo]) -> String {
+    let mut out = String::new();
+    for n in nodes {
+        if let Some(r) = &n.refused {
+            let now = if r.revision > n.revision {
+                "still serving"
+            } else {
+                "now serving"
+            };
+            out += &format!(
+                "{} refused revision {} ({now} {}): {}\n",
+                n.node, r.revision, n.revision, r.why
+            );
+        }
+    }
+    out
 }
 
 /// One member's line of `fleet status`: the fresh shared results counted

@@ -66,8 +66,11 @@ fn a_pushed_config_is_served_by_every_node() {
     let (code, out, err) =
         crate::common::run(&["fleet", "push", "--config", &cfg.display().to_string()]);
     assert_eq!(code, 0, "{err}");
+    // The first line says the revision; one line per node follows.
     let rev: i64 = out
-        .trim()
+        .lines()
+        .next()
+        .unwrap_or_default()
         .rsplit(' ')
         .next()
         .and_then(|r| r.parse().ok())
@@ -160,9 +163,16 @@ fn a_node_whose_geo_database_differs_refuses_the_revision() {
     std::fs::write(dir.0.join("geo.mmdb"), &db).unwrap();
     let text = std::fs::read_to_string(&cfg).unwrap();
     std::fs::write(&cfg, format!("[geo]\ndatabase = \"geo.mmdb\"\n\n{text}")).unwrap();
-    let (code, _, err) =
+    // Stored, served by a, refused by b: the push says so and fails (3).
+    let (code, out, err) =
         crate::common::run(&["fleet", "push", "--config", &cfg.display().to_string()]);
-    assert_eq!(code, 0, "{err}");
+    assert_eq!(code, 3, "{out}\n{err}");
+    assert!(out.contains("\na: serves revision "), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("b: refused revision ") && l.contains("SHA-256")),
+        "{out}"
+    );
 
     assert!(within(Duration::from_secs(5), || revision(&a) > 0).is_some());
     assert_eq!(new_name(&a), ["192.0.2.99"]);

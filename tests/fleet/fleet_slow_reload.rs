@@ -33,8 +33,14 @@ fn a_reload_longer_than_the_lease_keeps_every_node_registered() {
 
     let dir = crate::common::TempDir::new("fleet-slow-reload");
     let cfg = pushed_config(&dir.0, &eps, "new IN A 192.0.2.99\n");
-    let (code, out, err) =
-        crate::common::run(&["fleet", "push", "--config", &cfg.display().to_string()]);
+    // Not waiting for the nodes: the slow reloads are watched below.
+    let (code, out, err) = crate::common::run(&[
+        "fleet",
+        "push",
+        "--no-wait",
+        "--config",
+        &cfg.display().to_string(),
+    ]);
     assert_eq!(code, 0, "{err}");
     let rev: i64 = out
         .lines()

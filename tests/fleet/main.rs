@@ -16,6 +16,8 @@ mod fleet_config;
 mod fleet_control;
 mod fleet_errors;
 mod fleet_orphaned;
+mod fleet_push_size;
+mod fleet_push_wait;
 mod fleet_restart;
 mod fleet_script;
 mod fleet_secrets;
