@@ -79,15 +79,20 @@ impl Fleet {
             .map_err(|e| format!("etcd lease: {e}"))?;
         self.register(&mut c, lease).await?;
         let rev = self.sync(&mut c).await?;
+        // Two ranges, as `sync` reads: the prefix but the pushed files'
+        // chunks, which a node reads only for the revision it serves.
+        let [(k0, e0), (k1, e1)] = super::store::node_ranges(&self.settings.prefix);
+        let from = |end: Vec<u8>| {
+            WatchOptions::new()
+                .with_range(end)
+                .with_start_revision(rev + 1)
+        };
         let mut stream = c
-            .watch(
-                self.settings.prefix.as_bytes(),
-                Some(
-                    WatchOptions::new()
-                        .with_prefix()
-                        .with_start_revision(rev + 1),
-                ),
-            )
+            .watch(k0, Some(from(e0)))
+            .await
+            .map_err(|e| format!("etcd watch: {e}"))?;
+        stream
+            .watch(k1, Some(from(e1)))
             .await
             .map_err(|e| format!("etcd watch: {e}"))?;
         *self.lost_since.lock().unwrap_or_else(|e| e.into_inner()) = None;

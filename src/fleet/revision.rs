@@ -89,11 +89,14 @@ impl Fleet {
                 self.source.store(Source::Etcd as u8, Ordering::Relaxed);
                 tracing::info!("fleet: serving config revision {rev}");
                 let settings = self.settings.clone();
-                let kept = tokio::task::spawn_blocking(move || accepted(&settings, rev)).await;
+                let kept = tokio::task::spawn_blocking(move || {
+                    accepted(&settings, rev)?;
+                    super::state_dir::prune_state_dir(&settings, rev)
+                        .map_err(|e| format!("pruning old revisions: {e}"))
+                })
+                .await;
                 if let Ok(Err(e)) = kept {
-                    tracing::warn!(
-                        "fleet: revision {rev} serves, but a restart would not find it: {e}"
-                    );
+                    tracing::warn!("fleet: revision {rev} serves, but: {e}");
                 }
             }
             _ => refuse("it did not load: see the reload line above".into()),

@@ -133,21 +133,30 @@ impl Fleet {
     /// Read the whole prefix and make this node match it; the revision to
     /// watch from.
     pub(super) async fn sync(&self, c: &mut Client) -> Result<i64, String> {
-        let r = c
-            .get(
-                self.settings.prefix.as_bytes(),
-                Some(GetOptions::new().with_prefix()),
-            )
+        // The prefix but the pushed files' chunks (tens of MB: more than
+        // one response carries), at one revision.
+        let [(k0, e0), (k1, e1)] = super::store::node_ranges(&self.settings.prefix);
+        let mut r = c
+            .get(k0, Some(GetOptions::new().with_range(e0)))
             .await
             .map_err(|e| format!("etcd: {e}"))?;
         let rev = r.header().map_or(0, |h| h.revision());
+        let rest = c
+            .get(
+                k1,
+                Some(GetOptions::new().with_range(e1).with_revision(rev)),
+            )
+            .await
+            .map_err(|e| format!("etcd: {e}"))?;
+        let mut kvs = r.take_kvs();
+        kvs.extend(rest.kvs().iter().cloned());
         let mut seen = Vec::new();
         {
             let mut sc = self.checks.lock().unwrap_or_else(|e| e.into_inner());
             sc.live.clear();
             sc.results.clear();
         }
-        for kv in r.kvs() {
+        for kv in &kvs {
             if let Taken::Entry(t) = self.take(kv, true).await {
                 seen.push(t);
             }

@@ -6,8 +6,6 @@ use super::*;
 /// Delete the `rev-N` directories under `settings.state_dir` but the
 /// `keep_revisions` highest and `serving_rev`'s; how many went. Other
 /// entries are left alone.
-// Called by the node after each served revision (revision.rs).
-#[allow(dead_code)]
 pub(super) fn prune_state_dir(settings: &FleetSettings, serving_rev: i64) -> Result<usize, String> {
     let dir = &settings.state_dir;
     let entries = match std::fs::read_dir(dir) {

@@ -86,7 +86,6 @@ fn etcd(e: etcd_client::Error) -> String {
 /// The key ranges a node reads and watches: the whole prefix but the
 /// blobs (`[start, end)` twice), so that a resync does not read megabytes
 /// of zone content. For the node side (follow, shared).
-#[allow(dead_code)]
 pub(super) fn node_ranges(prefix: &str) -> [(Vec<u8>, Vec<u8>); 2] {
     let mut end = prefix.as_bytes().to_vec();
     // The prefix ends with '/': its range ends at the next byte.

@@ -237,12 +237,11 @@ fn a_bad_keep_revisions_names_its_line() {
 }
 
 /// A node that starts after a 50 MB push reads it at its first sync.
-/// Today a node's sync reads the whole prefix in one response, blobs
-/// included, past the client's 4 MiB limit, and the node never follows
-/// etcd (it says so only at debug level): the node side must read and
-/// watch `store::node_ranges` (the prefix without `blobs/`).
+/// Before, a node's sync read the whole prefix in one response, blobs
+/// included, past the client's 4 MiB limit, and the node never followed
+/// etcd: the node side reads and watches `store::node_ranges` (the prefix
+/// without `blobs/`).
 #[test]
-#[ignore = "needs the node side to read the prefix without blobs/ (fleet::store::node_ranges)"]
 fn a_node_started_after_a_50_mb_push_serves_it() {
     if !fleet_ready("a_node_started_after_a_50_mb_push_serves_it") {
         return;
@@ -258,4 +257,49 @@ fn a_node_started_after_a_50_mb_push_serves_it() {
     let q = crate::common::Q::new(&format!("t{last}.big.test."), RecordType::TXT);
     let served = || a.server.query_tcp(&q).answers.len() == 1;
     assert!(within(Duration::from_secs(20), served).is_some());
+}
+
+/// A node keeps the last `keep_revisions` revision folders under its state
+/// dir, never the one it serves; before, none was ever deleted.
+#[test]
+fn a_node_keeps_only_the_last_revisions_on_disk() {
+    if !fleet_ready("a_node_keeps_only_the_last_revisions_on_disk") {
+        return;
+    }
+    let etcd = Etcd::start(1);
+    let eps = etcd.endpoints();
+    let a = Node::start_with("a", &eps, "keep_revisions = 2\n", "");
+    let dir = crate::common::TempDir::new("push-prune-disk");
+    let mut revs = Vec::new();
+    for n in 0..4 {
+        let cfg =
+            crate::fleet_config::pushed_config(&dir.0, &eps, &format!("disk{n} IN A 192.0.2.1\n"));
+        let (code, out, err) =
+            crate::common::run(&["fleet", "push", "--config", &cfg.display().to_string()]);
+        assert_eq!(code, 0, "{out}\n{err}");
+        let rev: i64 = out
+            .lines()
+            .next()
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|r| r.parse().ok())
+            .unwrap_or_else(|| panic!("{out}"));
+        revs.push(rev);
+    }
+    let state = a.config.parent().unwrap().join("fleet-state");
+    let on_disk = || {
+        let mut v: Vec<String> = std::fs::read_dir(&state)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .filter(|n| n.starts_with("rev-"))
+            .collect();
+        v.sort();
+        v
+    };
+    let want: Vec<String> = revs[2..].iter().map(|r| format!("rev-{r}")).collect();
+    assert!(
+        within(Duration::from_secs(5), || on_disk() == want).is_some(),
+        "{:?}, want {want:?}",
+        on_disk()
+    );
 }
