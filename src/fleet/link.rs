@@ -360,6 +360,8 @@ mod tests {
             checkers: 3,
             grace: Duration::from_secs(10),
             lease_secs: 5,
+            keep_revisions: 5,
+            compact_history: true,
         }
     }
 
