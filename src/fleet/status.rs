@@ -78,14 +78,21 @@ pub async fn status_table(settings: &FleetSettings) -> Result<String, String> {
     let nodes = nodes(&mut c, settings).await.map_err(explained)?;
     let now = now_ms();
     let mut out = format!(
-        "{:<16} {:>10} {:>9} {:>12} {:>8} {:>6}  {}\n",
-        "NODE", "CONTACT", "REVISION", "GENERATION", "ENTRIES", "DOWN", "CONFIG"
+        "{:<16} {:>10} {:>9} {:>9} {:>12} {:>8} {:>6}  {}\n",
+        "NODE", "CONTACT", "REVISION", "SOURCE", "GENERATION", "ENTRIES", "DOWN", "CONFIG"
     );
     for n in &nodes {
         let age = now.saturating_sub(n.contact_ms) as f64 / 1000.0;
         out += &format!(
-            "{:<16} {:>9.1}s {:>9} {:>12} {:>8} {:>6}  {}\n",
-            n.node, age, n.revision, n.generation, n.entries, n.down, n.config
+            "{:<16} {:>9.1}s {:>9} {:>9} {:>12} {:>8} {:>6}  {}\n",
+            n.node,
+            age,
+            n.revision,
+            if n.source.is_empty() { "?" } else { &n.source },
+            n.generation,
+            n.entries,
+            n.down,
+            n.config
         );
     }
     out += &format!(

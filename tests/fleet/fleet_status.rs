@@ -47,12 +47,12 @@ fn fleet_status_lists_live_nodes() {
         .unwrap()
         .to_string();
     let f: Vec<&str> = row.split_whitespace().collect();
-    // NODE CONTACT REVISION GENERATION ENTRIES DOWN CONFIG
+    // NODE CONTACT REVISION SOURCE GENERATION ENTRIES DOWN CONFIG
     let age: f64 = f[1].trim_end_matches('s').parse().unwrap();
     assert!(age < 2.5, "{row}");
     // Entries: the two web members and the two of chk.
-    assert_eq!((f[2], f[4], f[5]), ("0", "4", "0"), "{row}");
-    assert!(f[6].ends_with("meridian.toml"), "{row}");
+    assert_eq!((f[2], f[3], f[5], f[6]), ("0", "local", "4", "0"), "{row}");
+    assert!(f[7].ends_with("meridian.toml"), "{row}");
     assert!(out.contains("2 node(s) registered"), "{out}");
 
     // The checked member: both nodes are its checkers (two nodes, three
