@@ -278,7 +278,7 @@ fn inline(v: &[u8]) -> Result<Pushed, String> {
     })
 }
 
-/// What [`prune`] dropped.
+/// What `prune` dropped (the revisions past `keep_revisions`).
 #[derive(Debug, Default)]
 pub struct Pruned {
     /// Revisions (manifests) deleted.
