@@ -84,6 +84,11 @@ fn user_and_password_to_etcd() {
         err.contains("authentication failed") && err.contains("password_file"),
         "/status fleet.error: {err:?}"
     );
+    // The log reaches the test through a reader thread: wait for the line.
+    within(Duration::from_secs(2), || {
+        x.server.log_count("authentication failed") >= 1
+    });
+    std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
         x.server.log_count("authentication failed"),
         1,
