@@ -145,6 +145,15 @@ impl Fleet {
                     return Err("etcd watch ended".to_string());
                 };
                 if resp.canceled() {
+                    if resp.compact_revision() > 0 {
+                        // Behind a compaction (a push prunes old revisions):
+                        // read the prefix again, without alarm.
+                        tracing::info!(
+                            "fleet: the watch fell behind etcd's compaction at revision {}: reading the prefix again",
+                            resp.compact_revision()
+                        );
+                        return Ok(());
+                    }
                     return Err("etcd watch canceled".to_string());
                 }
                 for ev in resp.events() {

@@ -328,7 +328,9 @@ pub(super) async fn prune(c: &mut Client, settings: &FleetSettings) -> Result<Pr
         .flat_map(|m| m.files.iter().map(|f| f.sha256.as_str()))
         .collect();
     out.blobs = drop_blobs(c, prefix, &named, oldest).await?;
-    if settings.compact_history {
+    // Only when a revision was dropped: compacting at the newest push
+    // would cancel every node's watch that has not caught up with it.
+    if settings.compact_history && drop_n > 0 {
         match c.compact(oldest, None).await {
             Ok(_) => out.compacted = Some(oldest),
             // Already compacted there (no new oldest since the last push).

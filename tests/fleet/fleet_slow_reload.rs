@@ -73,7 +73,13 @@ fn a_reload_longer_than_the_lease_keeps_every_node_registered() {
     assert!(samples > 10);
     for n in &nodes {
         assert_eq!(new_name(n), ["192.0.2.99"]);
-        // Not one lease ran out: no node lost etcd and re-synced.
-        assert!(!n.server.wait_log("lost etcd", Duration::from_millis(1)));
+        // Not one lease ran out. (A request that times out on a loaded
+        // machine may still make a node reconnect: its registration stays,
+        // under the old lease until the new one is granted.)
+        assert!(
+            !n.server.wait_log("lease expired", Duration::from_millis(1)),
+            "{}",
+            n.server.stderr.lock().unwrap().join("\n")
+        );
     }
 }
