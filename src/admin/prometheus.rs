@@ -351,7 +351,7 @@ fn member_families(enc: &mut DescriptorEncoder<'_>, e: &Engine) -> fmt::Result {
     let mut f = family(
         enc,
         "meridian_member_standing",
-        "Why a member is in or out of the answers (usable, ejected, kept: ejection cap, kept: panic, down (override), drained), one series set to 1.",
+        "Why a member is in or out of the answers (usable, ejected, kept: ejection cap, kept: panic, down (override), drained, ejected: outlier), one series set to 1.",
         MetricType::Gauge,
     )?;
     for (p, m, r) in reports(e) {
@@ -366,7 +366,7 @@ fn member_families(enc: &mut DescriptorEncoder<'_>, e: &Engine) -> fmt::Result {
     let mut f = family(
         enc,
         "meridian_member_weight_factor",
-        "One factor of a member's effective weight (slow_start, latency, load, runtime); 1 when its rule is off.",
+        "One factor of a member's effective weight (slow_start, latency, load, runtime, errors); 1 when its rule is off.",
         MetricType::Gauge,
     )?;
     for (p, m, r) in reports(e) {
@@ -375,6 +375,7 @@ fn member_families(enc: &mut DescriptorEncoder<'_>, e: &Engine) -> fmt::Result {
             ("latency", r.latency),
             ("load", r.load),
             ("runtime", r.runtime),
+            ("errors", r.errors),
         ] {
             let labels = [
                 ("pool", p.name.clone()),

@@ -52,7 +52,7 @@ struct MemberStatus<'a> {
     /// What answers use: configured weight × every factor below.
     effective_weight: f64,
     /// The filter stage's decision: usable, ejected, "kept: ejection cap",
-    /// "kept: panic", "down (override)" or drained.
+    /// "kept: panic", "down (override)", drained or "ejected: outlier".
     standing: &'static str,
     /// The factors of the effective weight.
     factors: Factors,
@@ -77,6 +77,10 @@ struct MemberStatus<'a> {
     load: Option<f64>,
     /// Why the last load figure could not be read (null: it could, or none is read).
     load_error: Option<String>,
+    /// The damped success ratio of the probes, 0..1 (null: no check, or no probe yet).
+    success_ratio: Option<f64>,
+    /// Outlier ejections counted against the member (`outlier_detection`; 0 when off).
+    outlier_ejections: u32,
 }
 
 /// One pool in one address family.
@@ -103,6 +107,7 @@ struct Factors {
     latency: f64,
     load: f64,
     runtime: f64,
+    errors: f64,
 }
 
 /// One override in force and how many entries it decides.
@@ -186,6 +191,7 @@ pub(crate) fn status_json(
                     latency: round3(r.latency),
                     load: round3(r.load),
                     runtime: r.runtime,
+                    errors: round3(r.errors),
                 },
                 probed_here: spec.check.is_some() && !stats.remote.load(Ordering::Relaxed),
                 last_result: d.last_ok.map(|ok| if ok { "ok" } else { "fail" }),
@@ -204,6 +210,8 @@ pub(crate) fn status_json(
                 // f32 → shortest decimal that reads back the same (0.8, not 0.800000011920929).
                 load: t.load(i).and_then(|l| l.to_string().parse().ok()),
                 load_error: d.load_error.clone(),
+                success_ratio: t.success(i).map(|(r, _)| round3(f64::from(r))),
+                outlier_ejections: r.ejections,
             });
         }
     }

@@ -5,7 +5,9 @@
 //! **Filter stage**, in this order:
 //! 1. operator overrides: `down` and `drain` take a member out, `up` keeps
 //!    it in whatever its checks say;
-//! 2. checks: a member whose checks fail is ejected;
+//! 2. checks: a member whose checks fail is ejected; then, with
+//!    `outlier_detection`, a member whose success ratio is an outlier
+//!    ([`outlier`], [`Standing::Outlier`]);
 //! 3. ejection cap (`max_ejected`): when the checks fail more members than
 //!    the cap allows, only the cap's worth leave, those down longest first;
 //!    the others stay, [`Standing::KeptByCap`];
@@ -18,7 +20,8 @@
 //! [`Gate`]s (see `answer::dynamic`).
 //!
 //! **Choice stage**: effective weight = configured weight × slow-start ramp
-//! × latency factor × reported-load factor × runtime weight, published in
+//! × latency factor × reported-load factor × runtime weight × error
+//! penalty ([`errors`], for `usable` members), published in
 //! the member's word with its gate (see `pool::policy`).
 //!
 //! Pure given its [`Inputs`]: the clock is a parameter, so `tools/sim` and
@@ -27,6 +30,9 @@
 use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 use std::time::{Instant, SystemTime};
+
+pub mod errors;
+pub mod outlier;
 
 use crate::health::{HealthTable, OVR_DOWN, OVR_DRAIN, OVR_UP};
 use crate::pool::{Gate, Member, MemberReport, Pool, Published, Standing, SHARE_ONE, WEIGHT_UNIT};
@@ -108,6 +114,15 @@ pub fn decide(
             _ => Standing::Ejected,
         })
         .collect();
+    let success: Vec<Option<(f64, u64)>> = members
+        .iter()
+        .map(|m| h.success(m.health).map(|(r, n)| (f64::from(r), n)))
+        .collect();
+    // 2b: success-rate outliers, before the cap and panic bound them.
+    let outliers = policy.outlier.map(|rule| {
+        let prev = pool.report[v6 as usize].snapshot();
+        outlier::apply(&rule, inp.now_ms, &success, &prev, &mut standing)
+    });
     let passing = standing.iter().filter(|s| **s == Standing::Usable).count();
     let considered = standing
         .iter()
@@ -119,21 +134,22 @@ pub fn decide(
         .panic_below
         .is_some_and(|t| considered > 0 && (passing as f64) < t * considered as f64);
     if panic {
-        for s in standing.iter_mut().filter(|s| **s == Standing::Ejected) {
+        for s in standing.iter_mut().filter(|s| s.is_ejection()) {
             *s = Standing::KeptByPanic;
         }
     } else if let Some(cap) = policy.max_ejected {
-        let mut ejected: Vec<(Option<SystemTime>, usize)> = standing
+        // Failing checks leave before outliers.
+        let mut ejected: Vec<(bool, Option<SystemTime>, usize)> = standing
             .iter()
             .enumerate()
-            .filter(|(_, s)| **s == Standing::Ejected)
-            .map(|(i, _)| (down_since(h, members[i].health), i))
+            .filter(|(_, s)| s.is_ejection())
+            .map(|(i, s)| (*s == Standing::Outlier, down_since(h, members[i].health), i))
             .collect();
         let limit = cap.limit(n);
         if ejected.len() > limit {
             // Down longest leave first (never-changed counts as longest).
             ejected.sort();
-            for &(_, i) in &ejected[limit..] {
+            for &(_, _, i) in &ejected[limit..] {
                 standing[i] = Standing::KeptByCap;
             }
         }
@@ -153,7 +169,7 @@ pub fn decide(
     };
     let mut words = Vec::with_capacity(n);
     let mut report = Vec::with_capacity(n);
-    for (m, &st) in members.iter().zip(&standing) {
+    for (k, (m, &st)) in members.iter().zip(&standing).enumerate() {
         let answers = st.answers();
         // The slow-start ramp starts when the member becomes usable.
         let since = if answers {
@@ -182,7 +198,13 @@ pub fn decide(
         };
         let load = (inp.load)(m.health).map_or(1.0, |l| (1.0 - l).clamp(0.0, 1.0));
         let runtime = (inp.runtime)(m);
-        let factor = slow_start * latency * load * runtime;
+        // Kept-by-cap or -panic members keep their weight: those rules
+        // exist to keep their capacity.
+        let errors = match st {
+            Standing::Usable if policy.error_penalty => errors::factor(success[k].map(|s| s.0)),
+            _ => 1.0,
+        };
+        let factor = slow_start * latency * load * runtime * errors;
         let factor = if factor.is_finite() && factor > 0.0 {
             factor
         } else {
@@ -204,7 +226,10 @@ pub fn decide(
             latency,
             load,
             runtime,
+            errors,
             effective: f64::from(m.weight) * factor,
+            ejections: outliers.as_ref().map_or(0, |o| o[k].0),
+            ejected_until_ms: outliers.as_ref().map_or(0, |o| o[k].1),
         });
     }
     let usable = words.iter().filter(|w| w.usable).count();
@@ -224,13 +249,13 @@ fn down_since(h: &HealthTable, i: u32) -> Option<SystemTime> {
 }
 
 /// Does `pool`'s decision change with time alone: is a member still
-/// ramping up (its last refresh left it below full weight)? Then the
+/// ramping up (its last refresh left it below full weight), or does one
+/// carry outlier ejections (which end and decay with time)? Then the
 /// refresher comes back to it each second; signals change only with a
 /// probe, which moves the health table's generation.
 pub fn ramping(pool: &Pool) -> bool {
-    pool.policy.slow_start.is_some()
-        && pool
-            .report
-            .iter()
-            .any(|r| r.any(|m| m.standing.answers() && m.slow_start < 1.0))
+    let slow = pool.policy.slow_start.is_some();
+    pool.report.iter().any(|r| {
+        r.any(|m| (slow && m.standing.answers() && m.slow_start < 1.0) || m.ejections > 0)
+    })
 }

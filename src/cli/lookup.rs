@@ -275,8 +275,14 @@ fn balancing(pool: &crate::pool::Pool, v6: bool, spillover: Option<f64>) -> Stri
         .iter()
         .zip(pool.report[v6 as usize].snapshot())
     {
+        // The error penalty only when it acts, so healthy lines keep their form.
+        let errors = if r.errors < 1.0 {
+            format!(" × errors {:.2}", r.errors)
+        } else {
+            String::new()
+        };
         s += &format!(
-            "  {:<width$} {:<19} weight {} × slow start {:.2} × latency {:.2} × load {:.2} × runtime {} = {:.3}\n",
+            "  {:<width$} {:<19} weight {} × slow start {:.2} × latency {:.2} × load {:.2} × runtime {}{errors} = {:.3}\n",
             m.addr.to_string(),
             r.standing.name(),
             m.weight,

@@ -288,6 +288,25 @@ pub struct PoolCfg {
     /// `latency_floor`: the lowest latency factor, in (0, 1] (default 0.1).
     #[serde(default)]
     pub latency_floor: Option<Spanned<f64>>,
+    /// `error_penalty`: scale checked members' weights by their probes'
+    /// success ratio (default true).
+    #[serde(default)]
+    pub error_penalty: Option<bool>,
+    /// `outlier_detection`: eject members whose success ratio is an outlier.
+    #[serde(default)]
+    pub outlier_detection: Option<Spanned<bool>>,
+    /// `outlier_k`: standard deviations below the mean (default 1.9).
+    #[serde(default)]
+    pub outlier_k: Option<Spanned<f64>>,
+    /// `outlier_min_members`: members with enough samples to judge (default 5).
+    #[serde(default)]
+    pub outlier_min_members: Option<Spanned<i64>>,
+    /// `outlier_min_samples`: probes a member needs to be judged (default 10).
+    #[serde(default)]
+    pub outlier_min_samples: Option<Spanned<i64>>,
+    /// `outlier_ejection`: the first ejection's length (default "30s").
+    #[serde(default)]
+    pub outlier_ejection: Option<Spanned<toml::Value>>,
 }
 
 /// A pool member: `"192.0.2.1"` or `{ address = "192.0.2.1", weight = 5 }`.

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use toml::Spanned;
 
 use super::{PoolCfg, Source};
+use crate::pool::policy::OutlierRule;
 use crate::error::LocatedError;
 use crate::health::{Check, CheckSpec};
 use crate::pool::{Cap, Member, Policy, Pool, MAX_MEMBERS};
@@ -211,7 +212,58 @@ fn policy(src: &Source, name: &str, p: &Spanned<PoolCfg>) -> Result<Policy, Loca
         }
         policy.latency_floor = fraction(v, "latency_floor", true, false)?;
     }
+    policy.error_penalty = pc.error_penalty.unwrap_or(true);
+    policy.outlier = outlier(src, name, pc)?;
     Ok(policy)
+}
+
+/// `outlier_detection` and its `outlier_*` keys (issue #31).
+fn outlier(src: &Source, name: &str, pc: &PoolCfg) -> Result<Option<OutlierRule>, LocatedError> {
+    let on = pc.outlier_detection.as_ref().is_some_and(|v| *v.get_ref());
+    let mut rule = OutlierRule::default();
+    let err = |span: std::ops::Range<usize>, what: String| src.err(span, format!("pool {name:?}: {what}"));
+    let keys = [
+        pc.outlier_k.as_ref().map(Spanned::span),
+        pc.outlier_min_members.as_ref().map(Spanned::span),
+        pc.outlier_min_samples.as_ref().map(Spanned::span),
+        pc.outlier_ejection.as_ref().map(Spanned::span),
+    ];
+    if let (false, Some(span)) = (on, keys.into_iter().flatten().next()) {
+        return Err(err(span, "outlier_* keys without outlier_detection = true".into()));
+    }
+    if let Some(v) = &pc.outlier_k {
+        let k = *v.get_ref();
+        if !(k.is_finite() && k > 0.0 && k <= 10.0) {
+            return Err(err(v.span(), format!("outlier_k must be in (0, 10], not {k}")));
+        }
+        rule.k = k;
+    }
+    if let Some(v) = &pc.outlier_min_members {
+        let n = *v.get_ref();
+        if !(2..=MAX_MEMBERS as i64).contains(&n) {
+            let what = format!("outlier_min_members must be 2..={MAX_MEMBERS}, not {n}");
+            return Err(err(v.span(), what));
+        }
+        rule.min_members = n as u32;
+    }
+    if let Some(v) = &pc.outlier_min_samples {
+        let n = *v.get_ref();
+        if !(1..=1_000_000).contains(&n) {
+            let what = format!("outlier_min_samples must be 1..=1000000, not {n}");
+            return Err(err(v.span(), what));
+        }
+        rule.min_samples = n as u64;
+    }
+    if let Some(v) = &pc.outlier_ejection {
+        rule.base_ejection = duration(v.get_ref()).ok_or_else(|| {
+            let what = format!(
+                "outlier_ejection must be a duration from 1s to 1h (seconds, or \"30s\", \"2m\"), not {}",
+                v.get_ref()
+            );
+            err(v.span(), what)
+        })?;
+    }
+    Ok(on.then_some(rule))
 }
 
 /// A duration from 1 s to 1 h: seconds as a number, or a number with a

@@ -30,7 +30,9 @@
 //! the damped load (see `signal`); both are published in the table. Failed
 //! probes feed neither: a backend that fails fast would look fast. A load
 //! figure that cannot be read keeps the last one and is logged at warn once
-//! per distinct error. The signals carry over a reload with the entry's
+//! per distinct error. Every probe, pass or fail, feeds the success ratio
+//! (`signal::SuccessEwma`, τ = the longer of 15 s and five intervals), the
+//! error penalty's input. The signals carry over a reload with the entry's
 //! `EntryStats`; a reload that changes where the load is read starts it over.
 
 use std::sync::Arc;
@@ -151,6 +153,7 @@ impl Drop for Checker {
 /// starts over.
 fn retune(table: &HealthTable, i: u32, d: &mut Detail, c: &super::Check) {
     d.rtt.set_tau(Duration::from_millis(c.latency_decay_ms));
+    d.success.set_tau(super::signal::success_tau(c.interval_ms));
     match &c.load {
         Some(l) if d.load_source.as_ref() == Some(&l.source) => {
             d.load.set_damping(l.smoothing, l.max_step)
@@ -317,6 +320,8 @@ fn record(
     let now = SystemTime::now();
     d.in_flight = false;
     d.last_ok = Some(ok);
+    let ratio = d.success.update(ok, end);
+    table.set_success(i, Some(ratio));
     d.reason = match res {
         Ok(p) => {
             let est = d.rtt.update(took.as_secs_f64(), end);
@@ -409,6 +414,10 @@ mod tests {
         CheckSpec::new("127.0.0.1".parse().unwrap(), None, Some(Arc::new(check)))
     }
 
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
     fn passed(load: Option<Result<f64, String>>) -> Result<Passed, String> {
         Ok(Passed {
             what: "HTTP 200".into(),
@@ -434,6 +443,11 @@ mod tests {
             t0
         ));
         assert_eq!((t.rtt_estimate_us(0), t.load(0)), (None, None));
+        // But every probe counts in the success ratio (the first sets its clock).
+        assert_eq!(t.success(0), Some((1.0, 1)));
+        record(&t, 0, &s, 1, fail.clone(), ms(1), t0 + Duration::from_secs(15));
+        let (r, n) = t.success(0).unwrap();
+        assert!((f64::from(r) - (-1.0f64).exp()).abs() < 1e-6 && n == 2, "{r} {n}");
         let ok = passed(Some(Ok(0.4)));
         assert!(record(&t, 0, &s, 1, ok, Duration::from_millis(200), t0));
         assert_eq!(t.rtt_estimate_us(0), Some(200_000));

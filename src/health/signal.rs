@@ -1,6 +1,7 @@
-//! The two measured signals of a health entry, as small pure types: a
-//! peak-EWMA of the check's round-trip time ([`PeakEwma`]) and the damped
-//! load figure a backend reports ([`DampedLoad`]). Neither reads a clock or
+//! The measured signals of a health entry, as small pure types: a
+//! peak-EWMA of the check's round-trip time ([`PeakEwma`]), the damped
+//! load figure a backend reports ([`DampedLoad`]) and the damped success
+//! ratio of its probes ([`SuccessEwma`]). Neither reads a clock or
 //! does I/O: the checker feeds them with real probes, and a simulator can
 //! feed them with a synthetic clock and get the same numbers.
 //!
@@ -163,6 +164,96 @@ impl Default for DampedLoad {
     }
 }
 
+/// Least time constant of [`SuccessEwma`]: 15 s, so at a 1 s check
+/// interval the ratio remembers about 2τ/Δt = 30 probes (the window of
+/// Finagle's failure accrual is 30 s) and one failed probe moves it by
+/// 1 − e^(−1/15) = 6.4 %.
+pub const SUCCESS_TAU_MIN_MS: u64 = 15_000;
+/// [`SuccessEwma`]'s time constant in check intervals when that is longer
+/// than [`SUCCESS_TAU_MIN_MS`]: a slow check still averages over about ten
+/// probes instead of following the last one.
+pub const SUCCESS_TAU_INTERVALS: u64 = 5;
+
+/// The time constant of the success ratio of a check probing every
+/// `interval_ms`: the longer of 15 s and five intervals.
+pub fn success_tau(interval_ms: u64) -> Duration {
+    Duration::from_millis(SUCCESS_TAU_MIN_MS.max(interval_ms.saturating_mul(SUCCESS_TAU_INTERVALS)))
+}
+
+/// The damped success ratio of a member's probes, fed by every probe,
+/// pass (1) or fail (0): a time-based EWMA, `r += (x − r) × (1 − e^(−Δt/τ))`
+/// with Δt the time since the previous probe, so it means the same at any
+/// check interval. It starts at 1 (a new member is presumed well) and the
+/// first probe only sets the clock; a member that turns sick loses ratio
+/// over about τ, and one that recovers regains it over about τ (a ramp,
+/// like slow start). Counts its probes, for outlier detection's
+/// `min_samples`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SuccessEwma {
+    tau: Duration,
+    ratio: f64,
+    samples: u64,
+    last: Option<Instant>,
+}
+
+impl SuccessEwma {
+    /// Ratio 1, no probe yet, time constant `tau`.
+    pub fn new(tau: Duration) -> SuccessEwma {
+        SuccessEwma {
+            tau,
+            ratio: 1.0,
+            samples: 0,
+            last: None,
+        }
+    }
+
+    /// Change the time constant, keeping the ratio (a reload that retunes the check).
+    pub fn set_tau(&mut self, tau: Duration) {
+        self.tau = tau;
+    }
+
+    /// The time constant.
+    pub fn tau(&self) -> Duration {
+        self.tau
+    }
+
+    /// Count one probe that finished at `now`; returns the new ratio.
+    /// `now` earlier than the previous probe counts as Δt = 0.
+    pub fn update(&mut self, ok: bool, now: Instant) -> f64 {
+        if let Some(last) = self.last {
+            let dt = now.saturating_duration_since(last).as_secs_f64();
+            let tau = self.tau.as_secs_f64();
+            let w = if tau > 0.0 {
+                1.0 - (-dt / tau).exp()
+            } else {
+                1.0
+            };
+            let x = if ok { 1.0 } else { 0.0 };
+            self.ratio = (self.ratio + (x - self.ratio) * w).clamp(0.0, 1.0);
+        }
+        self.samples = self.samples.saturating_add(1);
+        self.last = Some(self.last.map_or(now, |l| l.max(now)));
+        self.ratio
+    }
+
+    /// The ratio, in [0, 1].
+    pub fn ratio(&self) -> f64 {
+        self.ratio
+    }
+
+    /// Probes counted.
+    pub fn samples(&self) -> u64 {
+        self.samples
+    }
+}
+
+impl Default for SuccessEwma {
+    /// Ratio 1, the least time constant (15 s).
+    fn default() -> SuccessEwma {
+        SuccessEwma::new(Duration::from_millis(SUCCESS_TAU_MIN_MS))
+    }
+}
+
 /// Parse a reported load figure: a decimal number, finite; clamped into
 /// 0..1 (a negative figure is 0: idle). Err with the text as it came.
 pub fn parse_load(text: &str) -> Result<f64, String> {
@@ -304,5 +395,46 @@ mod tests {
         assert!(parse_load("NaN").is_err());
         assert!(parse_load("inf").is_err());
         assert!(parse_load("").is_err());
+    }
+
+    #[test]
+    fn success_ratio_follows_time_not_probe_count() {
+        let t0 = Instant::now();
+        let mut e = SuccessEwma::new(secs(10.0));
+        assert_eq!((e.ratio(), e.samples()), (1.0, 0));
+        // The first probe only sets the clock.
+        assert_eq!(e.update(false, t0), 1.0);
+        // A failure after exactly τ: 1 − (1 − e^−1) = e^−1.
+        let v = e.update(false, t0 + secs(10.0));
+        assert!((v - (-1.0f64).exp()).abs() < 1e-9, "{v}");
+        // Same decay in many small steps.
+        let mut f = SuccessEwma::new(secs(10.0));
+        f.update(true, t0);
+        for k in 1..=50 {
+            f.update(false, t0 + secs(10.0 * k as f64 / 50.0));
+        }
+        assert!((f.ratio() - (-1.0f64).exp()).abs() < 1e-9);
+        assert_eq!(f.samples(), 51);
+        // Recovery is a ramp, not a step: half-way back after τ ln 2.
+        let mut g = SuccessEwma::new(secs(10.0));
+        g.update(false, t0);
+        g.update(false, t0 + secs(1000.0));
+        assert!(g.ratio() < 1e-9);
+        let h = g.update(true, t0 + secs(1000.0 + 10.0 * 2f64.ln()));
+        assert!((h - 0.5).abs() < 1e-9, "{h}");
+        // A clock that went back changes nothing.
+        assert_eq!(g.update(false, t0), h);
+    }
+
+    #[test]
+    fn flapping_settles_near_its_pass_rate() {
+        let t0 = Instant::now();
+        let mut e = SuccessEwma::new(success_tau(1000));
+        for k in 0..120 {
+            e.update(k % 2 == 0, t0 + secs(k as f64));
+        }
+        assert!((e.ratio() - 0.5).abs() < 0.05, "{}", e.ratio());
+        assert_eq!(success_tau(1000), secs(15.0));
+        assert_eq!(success_tau(10_000), secs(50.0));
     }
 }

@@ -1,7 +1,7 @@
 //! The lock-free health table the answer path reads: per entry a probed
 //! state and an operator override (relaxed atomics), plus counters and
 //! details for `/status` that the query path never touches, the measured
-//! signals (round-trip estimate, reported load) published for the weight
+//! signals (round-trip estimate, reported load, success ratio) published for the weight
 //! computation, and a generation counter that says something changed.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
@@ -10,7 +10,7 @@ use std::time::{Instant, SystemTime};
 
 use tokio::sync::Notify;
 
-use super::signal::{DampedLoad, PeakEwma};
+use super::signal::{DampedLoad, PeakEwma, SuccessEwma};
 use super::spec::{carry_map, CheckSpec, LoadSource};
 use crate::metrics::Histogram;
 
@@ -97,18 +97,21 @@ pub struct Detail {
     /// Why the last load figure could not be read (None: it could), so a
     /// bad figure is logged once per change, not once per probe.
     pub load_error: Option<String>,
+    /// The damped success ratio, fed by every probe.
+    pub success: SuccessEwma,
 }
 
 /// "None" in a published signal: never a stored value (as f32 bits it is a NaN).
 const NO_SIGNAL: u32 = u32::MAX;
 
 /// The signals of one entry as published for lock-free reading: the
-/// round-trip estimate in µs and the damped load as f32 bits, each
-/// `NO_SIGNAL` while there is none. Written by the entry's checker.
+/// round-trip estimate in µs, the damped load and the success ratio as f32
+/// bits, each `NO_SIGNAL` while there is none. Written by the entry's checker.
 #[derive(Debug)]
 pub struct Signals {
     rtt_us: AtomicU32,
     load: AtomicU32,
+    success: AtomicU32,
 }
 
 impl Default for Signals {
@@ -116,6 +119,7 @@ impl Default for Signals {
         Signals {
             rtt_us: AtomicU32::new(NO_SIGNAL),
             load: AtomicU32::new(NO_SIGNAL),
+            success: AtomicU32::new(NO_SIGNAL),
         }
     }
 }
@@ -256,6 +260,24 @@ impl HealthTable {
     pub fn load(&self, i: u32) -> Option<f32> {
         let v = self.stats[i as usize].signals.load.load(Ordering::Relaxed);
         (v != NO_SIGNAL).then(|| f32::from_bits(v))
+    }
+
+    /// Entry `i`'s damped success ratio (see `signal::SuccessEwma`), in
+    /// 0..=1, and the probes it counts (`checks`); None before its first
+    /// probe, and for entries without a check.
+    pub fn success(&self, i: u32) -> Option<(f32, u64)> {
+        let st = &self.stats[i as usize];
+        let v = st.signals.success.load(Ordering::Relaxed);
+        (v != NO_SIGNAL).then(|| (f32::from_bits(v), st.checks.load(Ordering::Relaxed)))
+    }
+
+    /// Publish entry `i`'s success ratio (the checker does; a simulator too).
+    pub fn set_success(&self, i: u32, ratio: Option<f64>) {
+        let v = match ratio {
+            Some(r) if r.is_finite() => (r.clamp(0.0, 1.0) as f32).to_bits(),
+            _ => NO_SIGNAL,
+        };
+        self.publish_signal(&self.stats[i as usize].signals.success, v);
     }
 
     /// Publish entry `i`'s round-trip estimate, in seconds (the checker does).

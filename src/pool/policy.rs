@@ -60,6 +60,39 @@ pub struct Policy {
     pub latency_aware: bool,
     /// `latency_floor`: the lowest that latency factor goes.
     pub latency_floor: f64,
+    /// `error_penalty`: scale checked members' weights by their success
+    /// ratio (`balance::errors`). On by default.
+    pub error_penalty: bool,
+    /// `outlier_detection`: success-rate outlier ejection (None: off).
+    pub outlier: Option<OutlierRule>,
+}
+
+/// Success-rate outlier ejection (Envoy's `outlier_detection`), per pool.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OutlierRule {
+    /// `outlier_k`: eject below the mean success ratio minus this many
+    /// standard deviations.
+    pub k: f64,
+    /// `outlier_min_members`: members with enough samples needed to judge.
+    pub min_members: u32,
+    /// `outlier_min_samples`: probes a member needs to be judged.
+    pub min_samples: u64,
+    /// `outlier_ejection`: the first ejection's length; the n-th lasts n times it.
+    pub base_ejection: Duration,
+}
+
+impl Default for OutlierRule {
+    /// Envoy's defaults (`success_rate_stdev_factor` 1900, i.e. 1.9;
+    /// `success_rate_minimum_hosts` 5; `base_ejection_time` 30 s); 10
+    /// probes stand for Envoy's 100 requests (a probe is rarer).
+    fn default() -> OutlierRule {
+        OutlierRule {
+            k: 1.9,
+            min_members: 5,
+            min_samples: 10,
+            base_ejection: Duration::from_secs(30),
+        }
+    }
 }
 
 impl Default for Policy {
@@ -71,6 +104,8 @@ impl Default for Policy {
             slow_start_min: 0.1,
             latency_aware: false,
             latency_floor: 0.1,
+            error_penalty: true,
+            outlier: None,
         }
     }
 }
@@ -168,6 +203,8 @@ pub enum Standing {
     Down,
     /// Out: the operator drained it.
     Drained,
+    /// Out: its success ratio is an outlier in its pool (`outlier_detection`).
+    Outlier,
 }
 
 impl Standing {
@@ -180,7 +217,14 @@ impl Standing {
             Standing::KeptByPanic => "kept: panic",
             Standing::Down => "down (override)",
             Standing::Drained => "drained",
+            Standing::Outlier => "ejected: outlier",
         }
+    }
+
+    /// Taken out by a rule the cap and panic bound: failing checks, or an
+    /// outlier success ratio.
+    pub fn is_ejection(self) -> bool {
+        matches!(self, Standing::Ejected | Standing::Outlier)
     }
 
     /// Does an answer use it?
@@ -205,8 +249,15 @@ pub struct MemberReport {
     pub load: f64,
     /// The operator's runtime weight (1 when none).
     pub runtime: f64,
+    /// Error penalty, in [0.02, 1] (1 when off, unchecked or not `usable`).
+    pub errors: f64,
     /// Configured weight × every factor above.
     pub effective: f64,
+    /// Outlier ejections so far (decays by one per ejection-free
+    /// `outlier_ejection`); the state the next refresh starts from.
+    pub ejections: u32,
+    /// Outlier-ejected until this balancing-clock time (ms); 0: never.
+    pub ejected_until_ms: u64,
 }
 
 /// The last refresh of one pool family, for `/status` (a lock only the
