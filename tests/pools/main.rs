@@ -11,6 +11,8 @@ mod health_support;
 mod pool_common;
 
 mod ejection_cap;
+mod error_penalty;
+mod outlier;
 mod p2c;
 mod panic_threshold;
 mod pool_config;
