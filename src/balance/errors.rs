@@ -10,22 +10,23 @@
 //! factor = max(FLOOR, ((r − ZERO_AT) / (FULL_AT − ZERO_AT))²), capped at 1
 //! ```
 //!
-//! | success ratio | 1 | 0.95 | 0.9 | 0.8 | 0.7 | ≤ 0.62 |
+//! | success ratio | 1 | 0.9 | 0.85 | 0.8 | 0.7 | ≤ 0.64 |
 //! | --- | --- | --- | --- | --- | --- | --- |
-//! | factor | 1 | 1 | 0.73 | 0.33 | 0.08 | 0.02 |
+//! | factor | 1 | 1 | 0.69 | 0.44 | 0.11 | 0.02 |
 //!
 //! Why this shape: Finagle's failure accrual takes a backend out when its
 //! success rate over 30 s falls below 0.8; Envoy's success-rate detection
 //! ejects below the pool's mean by 1.9 σ. Both are cliffs. A DNS answer
 //! lives for its TTL, so a cliff moves whole caches at once; a steep but
 //! continuous curve moves share in proportion: at 0.8 (Finagle's line) the
-//! member keeps a third of its weight, at 0.7 a twelfth, and half failing
-//! is the floor. The dead zone above 0.95 keeps one stray failed probe
-//! (−6.4 % at a 1 s interval) from moving anything.
+//! member keeps 44 % of its weight, at 0.7 a ninth, and half failing is
+//! the floor. The dead zone down to 0.9 keeps one stray failed probe from
+//! moving anything: the ratio's time constant is at least ten check
+//! intervals, so one failure costs it at most 9.5 %.
 
 /// The success ratio at and above which a member keeps its whole weight:
-/// one failed probe in the ratio's memory (about 30 probes) stays above it.
-pub const FULL_AT: f64 = 0.95;
+/// one failed probe in the ratio's memory (at least 20 probes) stays above it.
+pub const FULL_AT: f64 = 0.9;
 
 /// The success ratio at and below which a member is down to [`FLOOR`]:
 /// between Finagle's 0.8 and the 0.5 of a member failing every other probe,
@@ -60,8 +61,12 @@ mod tests {
         assert_eq!(factor(Some(ZERO_AT)), FLOOR);
         assert_eq!(factor(Some(0.0)), FLOOR);
         // The table in the module doc.
-        for (r, f) in [(0.9, 0.735), (0.8, 0.327), (0.7, 0.082)] {
-            assert!((factor(Some(r)) - f).abs() < 1e-3, "{r}: {}", factor(Some(r)));
+        for (r, f) in [(0.85, 0.694), (0.8, 0.444), (0.7, 0.111)] {
+            assert!(
+                (factor(Some(r)) - f).abs() < 1e-3,
+                "{r}: {}",
+                factor(Some(r))
+            );
         }
         // Never rises as the ratio falls.
         let mut prev = 1.0;

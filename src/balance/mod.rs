@@ -198,11 +198,13 @@ pub fn decide(
         };
         let load = (inp.load)(m.health).map_or(1.0, |l| (1.0 - l).clamp(0.0, 1.0));
         let runtime = (inp.runtime)(m);
-        // Kept-by-cap or -panic members keep their weight: those rules
-        // exist to keep their capacity.
-        let errors = match st {
-            Standing::Usable if policy.error_penalty => errors::factor(success[k].map(|s| s.0)),
-            _ => 1.0,
+        // Only members passing their checks: one the cap or panic keeps
+        // although its checks fail keeps its weight (those rules exist
+        // to keep its capacity); a kept outlier is penalised as usual.
+        let errors = if answers && policy.error_penalty && h.passes(m.health) {
+            errors::factor(success[k].map(|s| s.0))
+        } else {
+            1.0
         };
         let factor = slow_start * latency * load * runtime * errors;
         let factor = if factor.is_finite() && factor > 0.0 {
@@ -255,7 +257,7 @@ fn down_since(h: &HealthTable, i: u32) -> Option<SystemTime> {
 /// probe, which moves the health table's generation.
 pub fn ramping(pool: &Pool) -> bool {
     let slow = pool.policy.slow_start.is_some();
-    pool.report.iter().any(|r| {
-        r.any(|m| (slow && m.standing.answers() && m.slow_start < 1.0) || m.ejections > 0)
-    })
+    pool.report
+        .iter()
+        .any(|r| r.any(|m| (slow && m.standing.answers() && m.slow_start < 1.0) || m.ejections > 0))
 }

@@ -8,7 +8,8 @@
 //!
 //! One deviation from Envoy, for probes: a member at or above
 //! [`errors::FULL_AT`] is never an outlier. When every other member is at
-//! 1, σ is tiny, and a single failed probe would otherwise eject.
+//! 1, σ is tiny, and a single failed probe would otherwise eject (one
+//! costs the ratio at most 9.5 %, see `health::signal::SUCCESS_TAU_INTERVALS`).
 //!
 //! The state (count, ejected-until) is per member, carried from one refresh
 //! to the next in the pool family's report; a reload starts it over. It is
@@ -41,7 +42,9 @@ pub fn judge(rule: &OutlierRule, now_ms: u64, seen: &[Seen]) -> Vec<(u32, u64)> 
     let judged = |i: usize| {
         let s = &seen[i];
         let enough = s.success.filter(|&(_, n)| n >= rule.min_samples);
-        (s.eligible && now_ms >= state[i].1).then_some(enough).flatten()
+        (s.eligible && now_ms >= state[i].1)
+            .then_some(enough)
+            .flatten()
     };
     let ratios: Vec<(usize, f64)> = (0..seen.len())
         .filter_map(|i| judged(i).map(|(r, _)| (i, r)))
@@ -150,8 +153,8 @@ mod tests {
         assert_eq!(st[2], (0, 0));
         let st = judge(&rule(1.0, 3), 1000, &seen(&[1.0, 1.0, 0.2], 9));
         assert_eq!(st[2], (0, 0));
-        // One stray failure (0.94 among ones) is not enough either way.
-        let st = judge(&rule(1.0, 3), 1000, &seen(&[1.0, 1.0, 0.96], 20));
+        // One stray failure (0.905 among ones) is not enough either way.
+        let st = judge(&rule(1.0, 3), 1000, &seen(&[1.0, 1.0, 0.905], 20));
         assert_eq!(st[2], (0, 0));
     }
 
@@ -181,7 +184,12 @@ mod tests {
     #[test]
     fn only_usable_members_are_judged_and_marked() {
         let r = rule(0.5, 3);
-        let succ = [Some((1.0, 20)), Some((1.0, 20)), Some((0.3, 20)), Some((0.1, 20))];
+        let succ = [
+            Some((1.0, 20)),
+            Some((1.0, 20)),
+            Some((0.3, 20)),
+            Some((0.1, 20)),
+        ];
         let mut st = [
             Standing::Usable,
             Standing::Usable,

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use toml::Spanned;
 
 use super::{PoolCfg, Source};
-use crate::pool::policy::OutlierRule;
 use crate::error::LocatedError;
 use crate::health::{Check, CheckSpec};
+use crate::pool::policy::OutlierRule;
 use crate::pool::{Cap, Member, Policy, Pool, MAX_MEMBERS};
 
 /// Check one pool. `specs` collects the distinct health-table entries and
@@ -221,7 +221,9 @@ fn policy(src: &Source, name: &str, p: &Spanned<PoolCfg>) -> Result<Policy, Loca
 fn outlier(src: &Source, name: &str, pc: &PoolCfg) -> Result<Option<OutlierRule>, LocatedError> {
     let on = pc.outlier_detection.as_ref().is_some_and(|v| *v.get_ref());
     let mut rule = OutlierRule::default();
-    let err = |span: std::ops::Range<usize>, what: String| src.err(span, format!("pool {name:?}: {what}"));
+    let err = |span: std::ops::Range<usize>, what: String| {
+        src.err(span, format!("pool {name:?}: {what}"))
+    };
     let keys = [
         pc.outlier_k.as_ref().map(Spanned::span),
         pc.outlier_min_members.as_ref().map(Spanned::span),
@@ -229,12 +231,18 @@ fn outlier(src: &Source, name: &str, pc: &PoolCfg) -> Result<Option<OutlierRule>
         pc.outlier_ejection.as_ref().map(Spanned::span),
     ];
     if let (false, Some(span)) = (on, keys.into_iter().flatten().next()) {
-        return Err(err(span, "outlier_* keys without outlier_detection = true".into()));
+        return Err(err(
+            span,
+            "outlier_* keys without outlier_detection = true".into(),
+        ));
     }
     if let Some(v) = &pc.outlier_k {
         let k = *v.get_ref();
         if !(k.is_finite() && k > 0.0 && k <= 10.0) {
-            return Err(err(v.span(), format!("outlier_k must be in (0, 10], not {k}")));
+            return Err(err(
+                v.span(),
+                format!("outlier_k must be in (0, 10], not {k}"),
+            ));
         }
         rule.k = k;
     }

@@ -31,7 +31,7 @@
 //! probes feed neither: a backend that fails fast would look fast. A load
 //! figure that cannot be read keeps the last one and is logged at warn once
 //! per distinct error. Every probe, pass or fail, feeds the success ratio
-//! (`signal::SuccessEwma`, τ = the longer of 15 s and five intervals), the
+//! (`signal::SuccessEwma`, τ = the longer of 15 s and ten intervals), the
 //! error penalty's input. The signals carry over a reload with the entry's
 //! `EntryStats`; a reload that changes where the load is read starts it over.
 
@@ -445,9 +445,20 @@ mod tests {
         assert_eq!((t.rtt_estimate_us(0), t.load(0)), (None, None));
         // But every probe counts in the success ratio (the first sets its clock).
         assert_eq!(t.success(0), Some((1.0, 1)));
-        record(&t, 0, &s, 1, fail.clone(), ms(1), t0 + Duration::from_secs(15));
+        record(
+            &t,
+            0,
+            &s,
+            1,
+            fail.clone(),
+            ms(1),
+            t0 + Duration::from_secs(15),
+        );
         let (r, n) = t.success(0).unwrap();
-        assert!((f64::from(r) - (-1.0f64).exp()).abs() < 1e-6 && n == 2, "{r} {n}");
+        assert!(
+            (f64::from(r) - (-1.0f64).exp()).abs() < 1e-6 && n == 2,
+            "{r} {n}"
+        );
         let ok = passed(Some(Ok(0.4)));
         assert!(record(&t, 0, &s, 1, ok, Duration::from_millis(200), t0));
         assert_eq!(t.rtt_estimate_us(0), Some(200_000));

@@ -166,16 +166,17 @@ impl Default for DampedLoad {
 
 /// Least time constant of [`SuccessEwma`]: 15 s, so at a 1 s check
 /// interval the ratio remembers about 2τ/Δt = 30 probes (the window of
-/// Finagle's failure accrual is 30 s) and one failed probe moves it by
-/// 1 − e^(−1/15) = 6.4 %.
+/// Finagle's failure accrual is 30 s).
 pub const SUCCESS_TAU_MIN_MS: u64 = 15_000;
 /// [`SuccessEwma`]'s time constant in check intervals when that is longer
-/// than [`SUCCESS_TAU_MIN_MS`]: a slow check still averages over about ten
+/// than [`SUCCESS_TAU_MIN_MS`]: one failed probe then moves the ratio by
+/// at most 1 − e^(−1/10) = 9.5 %, so it stays above the error penalty's
+/// dead zone (0.9), and a slow check still averages over about twenty
 /// probes instead of following the last one.
-pub const SUCCESS_TAU_INTERVALS: u64 = 5;
+pub const SUCCESS_TAU_INTERVALS: u64 = 10;
 
 /// The time constant of the success ratio of a check probing every
-/// `interval_ms`: the longer of 15 s and five intervals.
+/// `interval_ms`: the longer of 15 s and ten intervals.
 pub fn success_tau(interval_ms: u64) -> Duration {
     Duration::from_millis(SUCCESS_TAU_MIN_MS.max(interval_ms.saturating_mul(SUCCESS_TAU_INTERVALS)))
 }
@@ -435,6 +436,6 @@ mod tests {
         }
         assert!((e.ratio() - 0.5).abs() < 0.05, "{}", e.ratio());
         assert_eq!(success_tau(1000), secs(15.0));
-        assert_eq!(success_tau(10_000), secs(50.0));
+        assert_eq!(success_tau(10_000), secs(100.0));
     }
 }

@@ -249,7 +249,8 @@ pub struct MemberReport {
     pub load: f64,
     /// The operator's runtime weight (1 when none).
     pub runtime: f64,
-    /// Error penalty, in [0.02, 1] (1 when off, unchecked or not `usable`).
+    /// Error penalty, in [0.02, 1] (1 when off, unchecked, out, or kept
+    /// although its checks fail).
     pub errors: f64,
     /// Configured weight × every factor above.
     pub effective: f64,

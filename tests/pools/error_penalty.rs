@@ -13,7 +13,8 @@ use crate::health_support::*;
 /// The rise 2 and fall 3, probing every 500 ms with a timeout
 /// long enough that a loaded test machine does not add failures of its
 /// own (a timeout next to a 503 would make a run of `fall`).
-const CHECK: &str = "[check.web]\ntype = \"http\"\ninterval_ms = 500\ntimeout_ms = 450\nrise = 2\nfall = 3\n";
+const CHECK: &str =
+    "[check.web]\ntype = \"http\"\ninterval_ms = 500\ntimeout_ms = 450\nrise = 2\nfall = 3\n";
 
 /// An HTTP backend that, while `flap` is set, fails every other request
 /// (503 for odd request numbers; the first, number 0, passes).
@@ -69,7 +70,11 @@ fn a_flapping_member_loses_its_share_and_regains_it_gradually() {
     settle(api);
     // The share the published weights give it (mode one picks by weight).
     let expected = || {
-        let w = |ip: &str| member_status(api, "penalised", ip)["effective_weight"].as_f64().unwrap();
+        let w = |ip: &str| {
+            member_status(api, "penalised", ip)["effective_weight"]
+                .as_f64()
+                .unwrap()
+        };
         let (g, b) = (w(&good.ip()), w(&sick.ip()));
         b / (g + b)
     };

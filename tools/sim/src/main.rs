@@ -49,6 +49,7 @@
 mod model;
 mod out;
 mod scenarios;
+mod scenarios_errors;
 
 use std::path::PathBuf;
 
@@ -94,6 +95,10 @@ enum Scenario {
     P2c,
     /// One member with half the capacity: without and with reported load.
     ReportedLoad,
+    /// A member failing every other check: without and with the error penalty, and outliers.
+    FlappingMember,
+    /// A member failing requests fast: shallow check, deep check without and with the penalty.
+    FailFast,
     /// Every scenario above.
     All,
 }
@@ -127,6 +132,12 @@ fn main() {
     }
     if want(Scenario::ReportedLoad) {
         reports.push(scenarios::reported_load(o));
+    }
+    if want(Scenario::FlappingMember) {
+        reports.push(scenarios_errors::flapping_member(o));
+    }
+    if want(Scenario::FailFast) {
+        reports.push(scenarios_errors::fail_fast(o));
     }
     for r in &reports {
         if let Err(e) = out::write(r, &cli.out) {

@@ -12,6 +12,7 @@ use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsCode, EdnsOption};
 use hickory_proto::rr::{Name, RData, RecordType};
 use meridian::answer::{Outcome, Scratch, Transport};
 use meridian::engine::{Engine, WeightMap};
+use meridian::health::signal::{success_tau, SuccessEwma};
 use meridian::health::{DampedLoad, PeakEwma, DOWN, UP};
 use meridian::pool::{Selector, Standing};
 
@@ -244,6 +245,22 @@ pub(crate) struct Backend {
     pub(crate) warm: Option<(u64, u64, f64)>,
     /// Requests per second sent to it in the last step.
     pub(crate) load: f64,
+    /// The fraction of its requests it fails, fast (a sick member); 0: none.
+    pub(crate) errors: f64,
+    /// How its checks see `errors` (issue #31).
+    pub(crate) check_errors: CheckErrors,
+}
+
+/// How a member's checks see the requests it fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum CheckErrors {
+    /// Not at all: a shallow check (a TCP connect) passes.
+    #[default]
+    Shallow,
+    /// Each check fails with the probability a request does (a deep check).
+    Deep,
+    /// Every other check fails, never two in a row (the issue's flapping case).
+    Alternate,
 }
 
 impl Backend {
@@ -255,6 +272,8 @@ impl Backend {
             broken: false,
             warm: None,
             load: 0.0,
+            errors: 0.0,
+            check_errors: CheckErrors::Shallow,
         }
     }
 
@@ -302,6 +321,12 @@ struct Check {
     /// damping), fed with the backend's utilisation at each passing check
     /// when the setup reports load, and handed to `rebalance_with` as `load`.
     load: DampedLoad,
+    /// The server's own success ratio (`health::signal::SuccessEwma`, the
+    /// checker's τ for this interval), fed by every check and published in
+    /// the engine's table as the checker does.
+    success: SuccessEwma,
+    /// Checks run (the alternate pattern's phase).
+    runs: u64,
 }
 
 impl Check {
@@ -348,6 +373,8 @@ pub(crate) struct World {
     /// Per member: its checks fail whatever its backend does (a broken
     /// health endpoint).
     pub(crate) checks_broken: Vec<bool>,
+    /// Draws the deep checks' failures.
+    rng: fastrand::Rng,
     resolvers: Vec<Resolver>,
     checks: Vec<Check>,
     addrs: Vec<Ipv4Addr>,
@@ -446,6 +473,8 @@ impl World {
                     ewma: PeakEwma::new(Duration::from_secs_f64(EWMA_TAU_S)),
                     epoch,
                     load: DampedLoad::default(),
+                    success: SuccessEwma::new(success_tau(c.interval_ms)),
+                    runs: 0,
                 }
             })
             .collect::<Vec<_>>();
@@ -485,6 +514,7 @@ impl World {
             engine,
             backends,
             checks_broken: vec![false; n],
+            rng: fastrand::Rng::with_seed(s.seed ^ 0xe77),
             resolvers,
             checks,
             addrs,
@@ -585,7 +615,20 @@ impl World {
                 let b = &self.backends[i];
                 let lat = b.latency_ms(now);
                 let c = &mut self.checks[i];
-                let pass = !self.checks_broken[i] && !b.broken && lat < c.timeout_ms;
+                c.runs += 1;
+                let sick = match b.check_errors {
+                    _ if b.errors <= 0.0 => false,
+                    CheckErrors::Shallow => false,
+                    CheckErrors::Deep => self.rng.f64() < b.errors,
+                    CheckErrors::Alternate => c.runs % 2 == 0,
+                };
+                let pass = !self.checks_broken[i] && !b.broken && !sick && lat < c.timeout_ms;
+                let ratio = c.success.update(pass, c.epoch + Duration::from_millis(at));
+                let stats = self.engine.health.stats(c.health);
+                stats
+                    .checks
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.engine.health.set_success(c.health, Some(ratio));
                 // A failed deploy fails fast (and looks fast); an
                 // overloaded one answers at its latency or times out.
                 let rtt = if b.broken {
@@ -647,7 +690,9 @@ impl World {
                 bad += l;
                 continue;
             }
-            let ok = l;
+            // A sick member fails part of its requests, fast.
+            bad += l * b.errors;
+            let ok = l * (1.0 - b.errors);
             let lat = (b.base_ms / (1.0 - u)).min(SATURATED_MS);
             lat_sum += ok * lat;
             served += ok;
