@@ -23,10 +23,20 @@
 //! the floor. The dead zone down to 0.9 keeps one stray failed probe from
 //! moving anything: the ratio's time constant is at least ten check
 //! intervals, so one failure costs it at most 9.5 %.
+//!
+//! The penalty is for members that stay up while failing. One that comes
+//! back up through `rise` gets back the ratio of its last pass before it
+//! went down (see `SuccessEwma::came_up`): rise/fall judged the outage,
+//! and `slow_start` is the rule for ramping returning members. Without
+//! that, every member back from an outage would ramp from the floor, and
+//! in the simulator's bad deploy the rollback overloaded the rest for half
+//! a minute. Probes that time out do not count either (the checker leaves
+//! them to the latency signal): counted, overload would shift load onto
+//! the others until they time out too.
 
 /// The success ratio at and above which a member keeps its whole weight:
 /// one failed probe in the ratio's memory (at least 20 probes) stays above it.
-pub const FULL_AT: f64 = 0.9;
+pub const FULL_AT: f64 = crate::health::signal::SUCCESS_WELL;
 
 /// The success ratio at and below which a member is down to [`FLOOR`]:
 /// between Finagle's 0.8 and the 0.5 of a member failing every other probe,

@@ -30,9 +30,11 @@
 //! the damped load (see `signal`); both are published in the table. Failed
 //! probes feed neither: a backend that fails fast would look fast. A load
 //! figure that cannot be read keeps the last one and is logged at warn once
-//! per distinct error. Every probe, pass or fail, feeds the success ratio
+//! per distinct error. Every probe but a timeout, pass or fail, feeds the success ratio
 //! (`signal::SuccessEwma`, τ = the longer of 15 s and ten intervals), the
-//! error penalty's input. The signals carry over a reload with the entry's
+//! error penalty's input; a change to up puts back the ratio of the last
+//! pass before the change to down (`SuccessEwma::came_up`: an outage is
+//! rise/fall's business). The signals carry over a reload with the entry's
 //! `EntryStats`; a reload that changes where the load is read starts it over.
 
 use std::sync::Arc;
@@ -320,8 +322,13 @@ fn record(
     let now = SystemTime::now();
     d.in_flight = false;
     d.last_ok = Some(ok);
-    let ratio = d.success.update(ok, end);
-    table.set_success(i, Some(ratio));
+    // A timeout is the latency signal's business: counted as a failure,
+    // overload would cost weight, push load onto the others and time
+    // them out too (the cascade of the ejection cap's reference case).
+    if ok || took < Duration::from_millis(check.timeout_ms) {
+        let ratio = d.success.update(ok, end);
+        table.set_success(i, Some(ratio));
+    }
     d.reason = match res {
         Ok(p) => {
             let est = d.rtt.update(took.as_secs_f64(), end);
@@ -357,6 +364,13 @@ fn record(
                 ),
             };
             table.set_state(i, to);
+            match to {
+                UP => {
+                    let ratio = d.success.came_up();
+                    table.set_success(i, Some(ratio));
+                }
+                _ => d.success.went_down(),
+            }
             let counter = if to == UP {
                 &stats.to_up
             } else {

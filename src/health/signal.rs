@@ -175,6 +175,10 @@ pub const SUCCESS_TAU_MIN_MS: u64 = 15_000;
 /// probes instead of following the last one.
 pub const SUCCESS_TAU_INTERVALS: u64 = 10;
 
+/// The success ratio from which a member counts as well: the error
+/// penalty's dead zone ends here (`balance::errors`).
+pub const SUCCESS_WELL: f64 = 0.9;
+
 /// The time constant of the success ratio of a check probing every
 /// `interval_ms`: the longer of 15 s and ten intervals.
 pub fn success_tau(interval_ms: u64) -> Duration {
@@ -182,7 +186,8 @@ pub fn success_tau(interval_ms: u64) -> Duration {
 }
 
 /// The damped success ratio of a member's probes, fed by every probe,
-/// pass (1) or fail (0): a time-based EWMA, `r += (x − r) × (1 − e^(−Δt/τ))`
+/// pass (1) or fail (0), but those that time out (the checker leaves them
+/// to the latency signal): a time-based EWMA, `r += (x − r) × (1 − e^(−Δt/τ))`
 /// with Δt the time since the previous probe, so it means the same at any
 /// check interval. It starts at 1 (a new member is presumed well) and the
 /// first probe only sets the clock; a member that turns sick loses ratio
@@ -193,6 +198,10 @@ pub fn success_tau(interval_ms: u64) -> Duration {
 pub struct SuccessEwma {
     tau: Duration,
     ratio: f64,
+    /// The ratio after the last passing probe.
+    at_pass: f64,
+    /// `at_pass` when the member last went down.
+    at_down: f64,
     samples: u64,
     last: Option<Instant>,
 }
@@ -203,6 +212,8 @@ impl SuccessEwma {
         SuccessEwma {
             tau,
             ratio: 1.0,
+            at_pass: 1.0,
+            at_down: 1.0,
             samples: 0,
             last: None,
         }
@@ -232,8 +243,27 @@ impl SuccessEwma {
             let x = if ok { 1.0 } else { 0.0 };
             self.ratio = (self.ratio + (x - self.ratio) * w).clamp(0.0, 1.0);
         }
+        if ok {
+            self.at_pass = self.ratio;
+        }
         self.samples = self.samples.saturating_add(1);
         self.last = Some(self.last.map_or(now, |l| l.max(now)));
+        self.ratio
+    }
+
+    /// The member went down through `fall`: remember the ratio of its
+    /// last pass before the failure run.
+    pub fn went_down(&mut self) {
+        self.at_down = self.at_pass;
+    }
+
+    /// The member came up through `rise`: the outage was rise/fall's
+    /// business (and ramping a returning member is slow start's), so the
+    /// ratio goes back to at least what it was at the last pass before it
+    /// went down. A member back from a clean outage starts well; one that
+    /// flaps through rise/fall keeps its low ratio. Returns the new ratio.
+    pub fn came_up(&mut self) -> f64 {
+        self.ratio = self.ratio.max(self.at_down);
         self.ratio
     }
 
@@ -425,6 +455,35 @@ mod tests {
         assert!((h - 0.5).abs() < 1e-9, "{h}");
         // A clock that went back changes nothing.
         assert_eq!(g.update(false, t0), h);
+    }
+
+    #[test]
+    fn an_outage_is_not_counted_twice() {
+        let t0 = Instant::now();
+        let at = |s: f64| t0 + secs(s);
+        // Well, then a clean outage: back where it was at its last pass.
+        let mut e = SuccessEwma::new(secs(15.0));
+        e.update(true, at(0.0));
+        for k in 1..=3 {
+            e.update(false, at(k as f64));
+        }
+        e.went_down();
+        for k in 4..=100 {
+            e.update(false, at(k as f64));
+        }
+        e.update(true, at(101.0));
+        assert!(e.ratio() < 0.1);
+        assert_eq!(e.came_up(), 1.0);
+        // Flapping through rise/fall: it keeps the low ratio of its last pass.
+        let mut f = SuccessEwma::new(secs(15.0));
+        for k in 0..60 {
+            f.update(k % 2 == 0, at(k as f64));
+        }
+        let low = f.ratio();
+        f.update(false, at(60.0));
+        f.went_down();
+        f.update(true, at(61.0));
+        assert!(f.came_up() <= low + 0.05, "{low} {}", f.ratio());
     }
 
     #[test]

@@ -623,12 +623,16 @@ impl World {
                     CheckErrors::Alternate => c.runs % 2 == 0,
                 };
                 let pass = !self.checks_broken[i] && !b.broken && !sick && lat < c.timeout_ms;
-                let ratio = c.success.update(pass, c.epoch + Duration::from_millis(at));
+                // As the checker: a timeout does not count in the ratio.
+                let fast = !self.checks_broken[i] && !b.broken && !sick;
+                if pass || !(fast && lat >= c.timeout_ms) {
+                    let ratio = c.success.update(pass, c.epoch + Duration::from_millis(at));
+                    self.engine.health.set_success(c.health, Some(ratio));
+                }
                 let stats = self.engine.health.stats(c.health);
                 stats
                     .checks
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                self.engine.health.set_success(c.health, Some(ratio));
                 // A failed deploy fails fast (and looks fast); an
                 // overloaded one answers at its latency or times out.
                 let rtt = if b.broken {
@@ -654,6 +658,15 @@ impl World {
                     (c.fail_run >= c.fall).then_some(DOWN)
                 };
                 if let Some(s) = state {
+                    // As the checker does on a change of state.
+                    match self.engine.health.state(h) {
+                        x if x == s => {}
+                        _ if s == UP => {
+                            let r = c.success.came_up();
+                            self.engine.health.set_success(h, Some(r));
+                        }
+                        _ => c.success.went_down(),
+                    }
                     self.set_state(h, s);
                 }
             }

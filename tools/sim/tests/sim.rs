@@ -195,6 +195,25 @@ fn rules_move_traffic_the_right_way() {
         "reported load swings {reported} vs {none}"
     );
 
+    // The error penalty (#31) takes share from a member failing checks
+    // while it stays up; a shallow check leaves it its share.
+    let s = summary(&dir, "flapping-member");
+    let (off, on) = (
+        get(&s, "error_penalty = false", "sick share %"),
+        get(&s, "error penalty (default)", "sick share %"),
+    );
+    assert!(on < off / 3.0, "flapping: penalty {on} vs none {off}");
+    let out = get(&s, "penalty + outlier_detection", "sick share %");
+    assert!(out <= on, "outliers {out} vs penalty {on}");
+    let s = summary(&dir, "fail-fast");
+    let shallow = get(&s, "shallow check", "sick share %");
+    let (off, on) = (
+        get(&s, "deep check: error_penalty = false", "sick share %"),
+        get(&s, "deep check: error penalty", "sick share %"),
+    );
+    assert!(shallow > 8.0, "a shallow check sees nothing: {shallow}");
+    assert!(on < off / 1.5, "fail-fast: penalty {on} vs none {off}");
+
     // Sticky answers: either run for real, or said to be missing.
     if dir.join("sticky-removal-summary.csv").is_file() {
         let s = summary(&dir, "sticky-removal");
