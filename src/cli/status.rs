@@ -67,6 +67,9 @@ fn member_rows(members: &[Value]) -> String {
         if m["factors"]["slow_start"].as_f64().is_some_and(|f| f < 1.0) {
             standing += ", slow start";
         }
+        if let Some(f) = m["factors"]["errors"].as_f64().filter(|f| *f < 1.0) {
+            standing += &format!(", errors × {f:.2}");
+        }
         let ovr = match text(&m["override"]).as_str() {
             "none" => "-".to_string(),
             o => o.to_string(),
