@@ -620,7 +620,7 @@ impl World {
                     _ if b.errors <= 0.0 => false,
                     CheckErrors::Shallow => false,
                     CheckErrors::Deep => self.rng.f64() < b.errors,
-                    CheckErrors::Alternate => c.runs % 2 == 0,
+                    CheckErrors::Alternate => c.runs.is_multiple_of(2),
                 };
                 let pass = !self.checks_broken[i] && !b.broken && !sick && lat < c.timeout_ms;
                 // As the checker: a timeout does not count in the ratio.
