@@ -350,7 +350,7 @@ fn series_per_member_as_documented_and_the_switch_drops_them() {
     let text = metrics(api);
     let (members, entries) = per_member_and_entry(&text);
     assert!(members.is_empty() && entries.is_empty(), "{text}");
-    let dropped = 2 * 11 + 10 + 11 + 10 + 2 * 21;
+    let dropped = 2 * 12 + 11 + 12 + 11 + 2 * 21;
     assert_eq!(samples(&text).len(), on - dropped, "{text}");
     for pool in [
         "meridian_pool_up{pool=\"a\",family=\"ipv4\"} 1",
