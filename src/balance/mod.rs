@@ -28,8 +28,8 @@ use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 use std::time::{Instant, SystemTime};
 
-use crate::health::{HealthTable, OVR_DOWN, OVR_DRAIN, OVR_UP};
-use crate::pool::{Gate, Member, MemberReport, Pool, Published, Standing, SHARE_ONE, WEIGHT_UNIT};
+use crate::health::{HealthTable, OVR_DOWN, OVR_DRAIN, OVR_UP, UP};
+use crate::pool::{Gate, Hold, Member, MemberReport, Pool, Published, Standing, SHARE_ONE, WEIGHT_UNIT};
 
 /// The balancing clock: milliseconds since the first call in this
 /// process, plus one (0 means "not usable" in [`Member::since`]).
@@ -104,6 +104,9 @@ pub fn decide(
             OVR_DRAIN => Standing::Drained,
             OVR_DOWN => Standing::Down,
             OVR_UP => Standing::Usable,
+            // Registry members (#31): unproven ones wait, vanished ones leave.
+            _ if m.hold == Hold::Unproven && h.state(m.health) != UP => Standing::Down,
+            _ if m.hold == Hold::Gone => Standing::Ejected,
             _ if h.passes(m.health) => Standing::Usable,
             _ => Standing::Ejected,
         })
