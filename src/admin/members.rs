@@ -26,9 +26,10 @@ pub(crate) fn members(admin: &Admin, pool: &str) -> Reply {
                 "weight": m.weight,
                 "source": key.map_or("config", |_| "etcd"),
                 "key": key,
+                // Proven by a pass since the build that added it.
                 "hold": match m.hold {
-                    Hold::None => "none",
-                    Hold::Unproven => "unproven",
+                    Hold::Unproven if e.health.state(m.health) != crate::health::UP => "unproven",
+                    Hold::None | Hold::Unproven => "none",
                     Hold::Gone => "gone",
                 },
                 "health": crate::health::state_name(e.health.state(m.health)),
