@@ -49,6 +49,7 @@
 mod model;
 mod out;
 mod scenarios;
+mod scenarios_registry;
 
 use std::path::PathBuf;
 
@@ -94,6 +95,8 @@ enum Scenario {
     P2c,
     /// One member with half the capacity: without and with reported load.
     ReportedLoad,
+    /// Registrations vanish at once (a broken agent): with and without the registry's rule.
+    RegistryChurn,
     /// Every scenario above.
     All,
 }
@@ -127,6 +130,9 @@ fn main() {
     }
     if want(Scenario::ReportedLoad) {
         reports.push(scenarios::reported_load(o));
+    }
+    if want(Scenario::RegistryChurn) {
+        reports.push(scenarios_registry::registry_churn(o));
     }
     for r in &reports {
         if let Err(e) = out::write(r, &cli.out) {
