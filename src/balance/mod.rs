@@ -29,7 +29,9 @@ use std::sync::OnceLock;
 use std::time::{Instant, SystemTime};
 
 use crate::health::{HealthTable, OVR_DOWN, OVR_DRAIN, OVR_UP, UP};
-use crate::pool::{Gate, Hold, Member, MemberReport, Pool, Published, Standing, SHARE_ONE, WEIGHT_UNIT};
+use crate::pool::{
+    Gate, Hold, Member, MemberReport, Pool, Published, Standing, SHARE_ONE, WEIGHT_UNIT,
+};
 
 /// The balancing clock: milliseconds since the first call in this
 /// process, plus one (0 means "not usable" in [`Member::since`]).

@@ -122,7 +122,8 @@ pub fn pool(
         }
     }
     let fixed = pc.members_from.is_none();
-    if let (true, Some(Cap::Count(c)), Some(v)) = (fixed, pool.policy.max_ejected, &pc.max_ejected) {
+    if let (true, Some(Cap::Count(c)), Some(v)) = (fixed, pool.policy.max_ejected, &pc.max_ejected)
+    {
         let n = pool.v4.len().max(pool.v6.len());
         if c as usize > n {
             return Err(src.err(
@@ -164,14 +165,20 @@ pub fn members_from(
     let pc = p.get_ref();
     let Some(from) = &pc.members_from else {
         if let Some(g) = &pc.members_grace {
-            return Err(src.err(g.span(), format!("pool {name:?}: members_grace without members_from")));
+            return Err(src.err(
+                g.span(),
+                format!("pool {name:?}: members_grace without members_from"),
+            ));
         }
         return Ok(None);
     };
     if from.get_ref() != "etcd" {
         return Err(src.err(
             from.span(),
-            format!("pool {name:?}: members_from must be \"etcd\", not {:?}", from.get_ref()),
+            format!(
+                "pool {name:?}: members_from must be \"etcd\", not {:?}",
+                from.get_ref()
+            ),
         ));
     }
     if !fleet {

@@ -87,10 +87,18 @@ pub(super) fn build(
         if let Some(from) = config::pools::members_from(src, name, p, &checks, fleet.is_some())? {
             let old = prev.and_then(|e| {
                 let pool = e.pools.iter().find(|p| &p.name == name)?;
-                Some(super::registry::Prev { pool, health: &e.health })
+                Some(super::registry::Prev {
+                    pool,
+                    health: &e.health,
+                })
             });
             let added = super::registry::extend(
-                &mut pool, &from, &registry, old, &mut health_specs, &mut spec_index,
+                &mut pool,
+                &from,
+                &registry,
+                old,
+                &mut health_specs,
+                &mut spec_index,
             );
             registered.extend(added.into_iter().map(|(a, k)| ((name.clone(), a), k)));
         }

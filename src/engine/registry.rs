@@ -64,7 +64,9 @@ pub struct Registry {
 /// A registration's value: `ADDRESS`, `ADDRESS:PORT` (`[V6]:PORT`), or
 /// JSON `{"address": "ADDRESS[:PORT]", "port": N, "weight": N}`.
 pub fn parse_value(v: &[u8]) -> Result<Registered, String> {
-    let text = std::str::from_utf8(v).map_err(|_| "not UTF-8".to_string())?.trim();
+    let text = std::str::from_utf8(v)
+        .map_err(|_| "not UTF-8".to_string())?
+        .trim();
     if text.starts_with('{') {
         #[derive(serde::Deserialize)]
         #[serde(deny_unknown_fields)]
@@ -247,10 +249,14 @@ pub fn extend(
         }
         let old = prev.as_ref().and_then(|p| {
             let i = p.pool.family(v6).iter().position(|m| m.addr == addr)?;
-            let standing = p.pool.report[v6 as usize].snapshot().get(i).map(|r| r.standing);
+            let standing = p.pool.report[v6 as usize]
+                .snapshot()
+                .get(i)
+                .map(|r| r.standing);
             Some((&p.pool.family(v6)[i], standing, p.health))
         });
-        let proven = old.is_some_and(|(m, _, h)| m.hold != Hold::Unproven || h.state(m.health) == UP);
+        let proven =
+            old.is_some_and(|(m, _, h)| m.hold != Hold::Unproven || h.state(m.health) == UP);
         let hold = match s.gone_since {
             None if proven => Hold::None,
             None => Hold::Unproven,
@@ -307,9 +313,15 @@ mod tests {
     #[test]
     fn values() {
         let r = parse_value(b"192.0.2.1").unwrap();
-        assert_eq!((r.addr.to_string(), r.port, r.weight), ("192.0.2.1".into(), None, 1));
+        assert_eq!(
+            (r.addr.to_string(), r.port, r.weight),
+            ("192.0.2.1".into(), None, 1)
+        );
         let r = parse_value(b"[2001:db8::1]:8080").unwrap();
-        assert_eq!((r.addr.to_string(), r.port), ("2001:db8::1".into(), Some(8080)));
+        assert_eq!(
+            (r.addr.to_string(), r.port),
+            ("2001:db8::1".into(), Some(8080))
+        );
         let r = parse_value(br#"{"address":"192.0.2.2:81","weight":5}"#).unwrap();
         assert_eq!((r.port, r.weight), (Some(81), 5));
         for bad in [
@@ -321,7 +333,11 @@ mod tests {
             br#"{"address":"192.0.2.1:80","port":81}"#,
             b"\xff",
         ] {
-            assert!(parse_value(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+            assert!(
+                parse_value(bad).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
         }
     }
 

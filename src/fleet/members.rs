@@ -12,10 +12,15 @@ impl Fleet {
     /// deleted. A key without a pool and an ID is ignored with a warning.
     pub(super) fn observe_member(&self, key: &str, rest: &str, value: Option<&[u8]>) {
         let registry = self.server.engine.load().registry.clone();
-        let Some((pool, id)) = rest.split_once('/').filter(|(p, i)| !p.is_empty() && !i.is_empty())
+        let Some((pool, id)) = rest
+            .split_once('/')
+            .filter(|(p, i)| !p.is_empty() && !i.is_empty())
         else {
             if value.is_some() {
-                tracing::warn!("registry: ignoring {key}: want {}members/POOL/ID", self.settings.prefix);
+                tracing::warn!(
+                    "registry: ignoring {key}: want {}members/POOL/ID",
+                    self.settings.prefix
+                );
             }
             return;
         };

@@ -141,22 +141,27 @@ fn registry_register_expire_reregister() {
     // In `pan` (panic below 0.5) three registrations that never pass do
     // not count: were they failing members, 2 of 5 passing would panic
     // and every one would answer.
-    let (d, e) = (Backend::stopped("127.0.0.104"), Backend::stopped("127.0.0.105"));
+    let (d, e) = (
+        Backend::stopped("127.0.0.104"),
+        Backend::stopped("127.0.0.105"),
+    );
     for (id, bk) in [("a", &a), ("b", &b), ("c", &c), ("d", &d), ("e", &e)] {
         register(&etcd, "pan", id, &bk.addr.to_string(), &long);
     }
     assert!(within(Duration::from_secs(10), || answers(&node, "pan") == ab).is_some());
     std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(answers(&node, "pan"), ab, "unproven members answered in panic");
+    assert_eq!(
+        answers(&node, "pan"),
+        ab,
+        "unproven members answered in panic"
+    );
     let listed = members(&node, "reg");
-    assert!(listed.contains(&("127.0.0.103".into(), "unproven".into())), "{listed:?}");
-    let (code, out, err) = crate::common::run(&[
-        "ctl",
-        "--api",
-        &node.api.to_string(),
-        "members",
-        "reg",
-    ]);
+    assert!(
+        listed.contains(&("127.0.0.103".into(), "unproven".into())),
+        "{listed:?}"
+    );
+    let (code, out, err) =
+        crate::common::run(&["ctl", "--api", &node.api.to_string(), "members", "reg"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("etcd /meridian-test/members/reg/a"), "{out}");
 
@@ -246,8 +251,14 @@ fn registry_ignores_bad_registrations() {
     let bad = [
         ("bad-address", "not-an-address".to_string()),
         ("bad-port", "127.0.0.122:0".to_string()),
-        ("bad-weight", r#"{"address":"127.0.0.123","weight":0}"#.to_string()),
-        ("bad-json", r#"{"address":"127.0.0.124","weight":"#.to_string()),
+        (
+            "bad-weight",
+            r#"{"address":"127.0.0.123","weight":0}"#.to_string(),
+        ),
+        (
+            "bad-json",
+            r#"{"address":"127.0.0.124","weight":"#.to_string(),
+        ),
         // A malformed value over a valid key: the last valid one stays.
         ("a", "127.0.0.121:notaport".to_string()),
     ];
@@ -263,7 +274,10 @@ fn registry_ignores_bad_registrations() {
     }
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(answers(&node, "reg"), only_a);
-    assert_eq!(members(&node, "reg"), vec![("127.0.0.121".into(), "none".into())]);
+    assert_eq!(
+        members(&node, "reg"),
+        vec![("127.0.0.121".into(), "none".into())]
+    );
     // Once per key and value, however often it is seen again.
     register(&etcd, "reg", "bad-address", "not-an-address", &long);
     std::thread::sleep(Duration::from_secs(1));

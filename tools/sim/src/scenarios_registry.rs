@@ -37,17 +37,32 @@ enum Reg {
 }
 
 fn set_hold(w: &mut World, i: usize, hold: Hold) {
-    let p = w.engine.pools.iter_mut().find(|p| p.name == "web").expect("pool web");
+    let p = w
+        .engine
+        .pools
+        .iter_mut()
+        .find(|p| p.name == "web")
+        .expect("pool web");
     p.v4[i].hold = hold;
 }
 
 fn health(w: &World, i: usize) -> u32 {
-    let p = w.engine.pools.iter().find(|p| p.name == "web").expect("pool web");
+    let p = w
+        .engine
+        .pools
+        .iter()
+        .find(|p| p.name == "web")
+        .expect("pool web");
     p.v4[i].health
 }
 
 fn standing(w: &World, i: usize) -> Option<Standing> {
-    let p = w.engine.pools.iter().find(|p| p.name == "web").expect("pool web");
+    let p = w
+        .engine
+        .pools
+        .iter()
+        .find(|p| p.name == "web")
+        .expect("pool web");
     p.report[0].snapshot().get(i).map(|r| r.standing)
 }
 
@@ -104,11 +119,35 @@ pub(crate) fn registry_churn(o: Opts) -> Report {
     let empty = "when_all_down = \"empty\"";
     let variants = [
         ("7 of 10 vanish: no rule", 7, false, "", ""),
-        ("7 of 10: max_ejected = 0.2", 7, true, "max_ejected = 0.2", ""),
-        ("7 of 10: panic_below = 0.5", 7, true, "panic_below = 0.5", ""),
+        (
+            "7 of 10: max_ejected = 0.2",
+            7,
+            true,
+            "max_ejected = 0.2",
+            "",
+        ),
+        (
+            "7 of 10: panic_below = 0.5",
+            7,
+            true,
+            "panic_below = 0.5",
+            "",
+        ),
         ("10 of 10 vanish: no rule", 10, false, "", empty),
-        ("10 of 10: max_ejected = 0.2", 10, true, "max_ejected = 0.2", ""),
-        ("10 of 10: panic_below = 0.5", 10, true, "panic_below = 0.5", ""),
+        (
+            "10 of 10: max_ejected = 0.2",
+            10,
+            true,
+            "max_ejected = 0.2",
+            "",
+        ),
+        (
+            "10 of 10: panic_below = 0.5",
+            10,
+            true,
+            "panic_below = 0.5",
+            "",
+        ),
     ];
     let runs = variants
         .iter()
@@ -138,7 +177,10 @@ pub(crate) fn registry_churn(o: Opts) -> Report {
                     .fold(f64::INFINITY, f64::min)
             };
             let metrics = vec![
-                m("bad while vanished %", mean(&rows, EXPIRE_AT, BACK_AT, |r| r.bad)),
+                m(
+                    "bad while vanished %",
+                    mean(&rows, EXPIRE_AT, BACK_AT, |r| r.bad),
+                ),
                 m("bad peak %", peak(&rows, EXPIRE_AT, END, |r| r.bad)),
                 m("min usable members", usable_min(&rows)),
                 m("bad after return %", mean(&rows, BACK_AT, END, |r| r.bad)),
