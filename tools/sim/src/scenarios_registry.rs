@@ -68,7 +68,7 @@ fn standing(w: &World, i: usize) -> Option<Standing> {
 
 /// The registry's events for `vanish` members, with the rule or without.
 fn churn(vanish: usize, rule: bool) -> impl FnMut(u64, &mut World) {
-    let mut reg = vec![Reg::Live; 10];
+    let mut reg = [Reg::Live; 10];
     move |t, w| {
         if t == EXPIRE_AT {
             for (i, r) in reg.iter_mut().enumerate().take(vanish) {
@@ -81,12 +81,12 @@ fn churn(vanish: usize, rule: bool) -> impl FnMut(u64, &mut World) {
                 }
             }
         }
-        let graces = t > EXPIRE_AT && t < BACK_AT && (t - EXPIRE_AT) % GRACE_S == 0;
+        let graces = t > EXPIRE_AT && t < BACK_AT && (t - EXPIRE_AT).is_multiple_of(GRACE_S);
         let live = reg.contains(&Reg::Live);
         if rule && graces && live {
-            for i in 0..10 {
-                if reg[i] == Reg::Gone && standing(w, i) == Some(Standing::Ejected) {
-                    reg[i] = Reg::Left;
+            for (i, r) in reg.iter_mut().enumerate() {
+                if *r == Reg::Gone && standing(w, i) == Some(Standing::Ejected) {
+                    *r = Reg::Left;
                     w.engine.health.set_override(health(w, i), OVR_DRAIN);
                 }
             }
