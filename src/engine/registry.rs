@@ -309,6 +309,8 @@ pub fn extend(
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(feature = "fleet")]
+    use crate::engine::Engine;
 
     #[test]
     fn values() {
@@ -339,6 +341,125 @@ mod tests {
                 String::from_utf8_lossy(bad)
             );
         }
+    }
+
+    /// A config beside the bundled example zone: `[fleet]` (unless
+    /// `fleet` is false), check `c`, and `pool` as the pool's keys.
+    #[cfg(feature = "fleet")]
+    fn config(dir: &std::path::Path, fleet: bool, pool: &str) -> std::path::PathBuf {
+        let zone = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("zones/example.test.zone");
+        let fleet = if fleet {
+            "[fleet]\netcd = [\"http://127.0.0.1:2379\"]\nnode = \"a\"\n\n"
+        } else {
+            ""
+        };
+        let text = format!(
+            "{fleet}[[zone]]\norigin = \"example.test.\"\nfile = {:?}\n\n\
+             [check.c]\ntype = \"tcp\"\nport = 80\n\n[pool.web]\n{pool}\n",
+            zone.display().to_string()
+        );
+        std::fs::create_dir_all(dir).unwrap();
+        let p = dir.join("meridian.toml");
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    #[cfg(feature = "fleet")]
+    fn config_errors_name_the_line() {
+        let dir = std::env::temp_dir().join(format!("meridian-registry-{}", std::process::id()));
+        for (fleet, pool, line, want) in [
+            (
+                true,
+                "members_from = \"etcd\"",
+                14,
+                "needs the pool's check",
+            ),
+            (
+                false,
+                "members_from = \"etcd\"\ncheck = \"c\"",
+                10,
+                "needs fleet mode",
+            ),
+            (
+                true,
+                "members_from = \"consul\"\ncheck = \"c\"",
+                14,
+                "must be \"etcd\"",
+            ),
+            (
+                true,
+                "members_from = \"etcd\"\ncheck = \"c\"\nmembers_grace = \"2d\"",
+                16,
+                "members_grace must be",
+            ),
+            (
+                true,
+                "members = [\"192.0.2.1\"]\nmembers_grace = 5",
+                15,
+                "members_grace without members_from",
+            ),
+            (true, "members = []", 13, "is empty"),
+        ] {
+            let e = match Engine::load(&config(&dir, fleet, pool)) {
+                Ok(_) => panic!("{pool} loads"),
+                Err(e) => e.to_string(),
+            };
+            let at = format!("meridian.toml:{line}:");
+            assert!(e.contains(&at) && e.contains(want), "{pool}: {e}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// What each member of `web` holds in `e`, by address.
+    #[cfg(feature = "fleet")]
+    fn holds(e: &Engine) -> Vec<(String, Hold)> {
+        let p = e.pools.iter().find(|p| p.name == "web").unwrap();
+        p.v4.iter().map(|m| (m.addr.to_string(), m.hold)).collect()
+    }
+
+    #[test]
+    #[cfg(feature = "fleet")]
+    fn builds_hold_new_and_vanished_members() {
+        let dir = std::env::temp_dir().join(format!("meridian-registry-b-{}", std::process::id()));
+        let cfg = config(
+            &dir,
+            true,
+            "members_from = \"etcd\"\ncheck = \"c\"\nmembers_grace = 1",
+        );
+        let e0 = Engine::load(&cfg).unwrap();
+        assert!(holds(&e0).is_empty(), "an empty registry pool loads");
+        e0.registry.put("/m/members/web/a", "web", b"192.0.2.1");
+        e0.registry.put("/m/members/web/b", "web", b"192.0.2.2:81");
+        let e1 = Engine::load_with(&cfg, Some(&e0)).unwrap();
+        let unproven = vec![
+            ("192.0.2.1".into(), Hold::Unproven),
+            ("192.0.2.2".into(), Hold::Unproven),
+        ];
+        assert_eq!(holds(&e1), unproven);
+        // a passes its first check; both vanish.
+        let a = e1.pools.iter().find(|p| p.name == "web").unwrap().v4[0].health;
+        e1.health.set_state(a, UP);
+        e1.registry.remove("/m/members/web/a", "web");
+        e1.registry.remove("/m/members/web/b", "web");
+        let e2 = Engine::load_with(&cfg, Some(&e1)).unwrap();
+        // b never answered: it leaves at once; a is gone, ejected, kept.
+        assert_eq!(holds(&e2), vec![("192.0.2.1".into(), Hold::Gone)]);
+        assert_eq!(
+            e2.health
+                .state(e2.pools.iter().find(|p| p.name == "web").unwrap().v4[0].health),
+            UP,
+            "health carried over"
+        );
+        // Past the grace, the last of its family stays: never empty.
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        let e3 = Engine::load_with(&cfg, Some(&e2)).unwrap();
+        assert_eq!(holds(&e3), vec![("192.0.2.1".into(), Hold::Gone)]);
+        // Registered again: proven, so no hold.
+        e3.registry.put("/m/members/web/a", "web", b"192.0.2.1");
+        let e4 = Engine::load_with(&cfg, Some(&e3)).unwrap();
+        assert_eq!(holds(&e4), vec![("192.0.2.1".into(), Hold::None)]);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
