@@ -123,6 +123,12 @@ impl Registry {
         }
     }
 
+    /// Ignore `key` holding `value`, with a warning saying `why` (once
+    /// per key and value).
+    pub fn ignore(&self, key: &str, value: &str, why: &str) {
+        Self::warn_once(&mut self.lock(), key, value, why);
+    }
+
     /// `key` (the full etcd key of `pool`) holds `value`. A malformed
     /// value is ignored with a warning (once per key and value); the
     /// key's last valid value, if any, stays.

@@ -12,22 +12,19 @@ impl Fleet {
     /// deleted. A key without a pool and an ID is ignored with a warning.
     pub(super) fn observe_member(&self, key: &str, rest: &str, value: Option<&[u8]>) {
         let registry = self.server.engine.load().registry.clone();
-        let Some((pool, id)) = rest
+        let pool = rest
             .split_once('/')
-            .filter(|(p, i)| !p.is_empty() && !i.is_empty())
-        else {
-            if value.is_some() {
-                tracing::warn!(
-                    "registry: ignoring {key}: want {}members/POOL/ID",
-                    self.settings.prefix
-                );
-            }
-            return;
-        };
-        let _ = id;
-        match value {
-            Some(v) => registry.put(key, pool, v),
-            None => registry.remove(key, pool),
+            .filter(|(p, id)| !p.is_empty() && !id.is_empty())
+            .map(|(p, _)| p);
+        match (pool, value) {
+            (Some(pool), Some(v)) => registry.put(key, pool, v),
+            (Some(pool), None) => registry.remove(key, pool),
+            (None, Some(v)) => registry.ignore(
+                key,
+                &String::from_utf8_lossy(v),
+                &format!("want {}members/POOL/ID", self.settings.prefix),
+            ),
+            (None, None) => {}
         }
     }
 
