@@ -255,7 +255,7 @@ pub struct PoolCfg {
     /// `members`: the pool's addresses, IPv4 and IPv6 (at least one,
     /// unless `members_from` brings them).
     #[serde(default)]
-    pub members: Vec<Spanned<MemberCfg>>,
+    pub members: Option<Vec<Spanned<MemberCfg>>>,
     /// `members_from`: `"etcd"` takes members from the fleet's registry too.
     #[serde(default)]
     pub members_from: Option<Spanned<String>>,

@@ -24,7 +24,14 @@ pub fn pool(
     spec_index: &mut HashMap<CheckSpec, u32>,
 ) -> Result<Pool, LocatedError> {
     let pc = p.get_ref();
-    if pc.members.is_empty() && pc.members_from.is_none() {
+    let members = pc.members.as_deref().unwrap_or_default();
+    if pc.members.is_none() && pc.members_from.is_none() {
+        return Err(src.err(
+            p.span(),
+            format!("pool {name:?} has no members: give `members`, or `members_from = \"etcd\"` in fleet mode"),
+        ));
+    }
+    if members.is_empty() && pc.members_from.is_none() {
         return Err(src.err(p.span(), format!("pool {name:?} is empty")));
     }
     // A check by name; "none" (unless a table of that name exists) means no check.
@@ -63,7 +70,7 @@ pub fn pool(
         ));
     }
     let mut seen = std::collections::HashSet::new();
-    for m in &pc.members {
+    for m in members {
         let (addr, weight, check, port) = match m.get_ref() {
             super::MemberCfg::Addr(a) => (a.as_str(), None, None, None),
             super::MemberCfg::Full {
