@@ -29,8 +29,8 @@ pub fn allowance(best: f64) -> f64 {
 /// `base ÷ (base + excess − allowance)` with `base = max(best, floor)`:
 /// continuous at the edge of the band, and about `best ÷ own` far beyond
 /// it. The base is at least the floor because an estimate below it is
-/// mostly noise: without that, a 0.1 ms best would make a member at 3 ms
-/// look 30 times slower. No estimate, or one that is not a positive
+/// mostly noise: without that, a 0.1 ms best would make a member at 6 ms
+/// look 60 times slower. No estimate, or one that is not a positive
 /// number: 1 (a member is not penalised for what is not measured).
 pub fn latency_factor(best: f64, own: f64, min: f64) -> f64 {
     if !(best > 0.0 && own > 0.0 && best.is_finite() && own.is_finite()) {
@@ -55,7 +55,7 @@ mod tests {
         // Loopback: 60 µs against 950 µs (a slow sample the peak kept).
         assert_eq!(latency_factor(0.06 * MS, 0.95 * MS, 0.1), 1.0);
         // Within the absolute floor of a 0.4 ms best.
-        assert_eq!(latency_factor(0.4 * MS, 2.39 * MS, 0.1), 1.0);
+        assert_eq!(latency_factor(0.4 * MS, 5.39 * MS, 0.1), 1.0);
         // Within the 20 % band of a 30 ms best.
         assert_eq!(latency_factor(30.0 * MS, 35.9 * MS, 0.1), 1.0);
         // The best member itself.
@@ -82,21 +82,24 @@ mod tests {
             assert!(f <= last, "{own}: {f} > {last}");
             last = f;
         }
-        // Far beyond: about best ÷ own (the allowance forgiven).
+        // Far beyond: about best ÷ own (the 5 ms allowance forgiven).
         let f = latency_factor(best, 400.0 * MS, 0.0);
-        assert!((f - 20.0 / 396.0).abs() < 1e-9, "{f}");
-        // A member twice as slow: 20 / (20 + 16).
+        assert!((f - 20.0 / 395.0).abs() < 1e-9, "{f}");
+        // A member twice as slow: 20 / (20 + 20 − 5).
         let f = latency_factor(best, 40.0 * MS, 0.0);
-        assert!((f - 20.0 / 36.0).abs() < 1e-9, "{f}");
+        assert!((f - 20.0 / 35.0).abs() < 1e-9, "{f}");
+        // Where the band is wider than the floor (30 ms: 6 ms), the band.
+        let f = latency_factor(30.0 * MS, 60.0 * MS, 0.0);
+        assert!((f - 30.0 / 54.0).abs() < 1e-9, "{f}");
         assert_eq!(latency_factor(best, 4000.0 * MS, 0.1), 0.1);
     }
 
     #[test]
     fn a_tiny_best_counts_as_the_floor() {
-        // 0.1 ms against 5 ms: base 2 ms (the floor), excess 5 − 0.1 − 2 =
-        // 2.9 ms: 2 / 4.9, not 0.1 / 5.
-        let f = latency_factor(0.1 * MS, 5.0 * MS, 0.0);
-        assert!((f - 2.0 / 4.9).abs() < 1e-9, "{f}");
+        // 0.1 ms against 12 ms: base 5 ms (the floor), excess 12 − 0.1 − 5
+        // = 6.9 ms: 5 / 11.9, not 0.1 / 12.
+        let f = latency_factor(0.1 * MS, 12.0 * MS, 0.0);
+        assert!((f - 5.0 / 11.9).abs() < 1e-9, "{f}");
         // A real difference still counts: 60 ms against 0.1 ms.
         assert!(latency_factor(0.1 * MS, 60.0 * MS, 0.1) == 0.1);
     }
