@@ -18,8 +18,9 @@
 //! [`Gate`]s (see `answer::dynamic`).
 //!
 //! **Choice stage**: effective weight = configured weight × slow-start ramp
-//! × latency factor ([`latency`], with its noise floor) × reported-load factor × runtime weight, published in
-//! the member's word with its gate (see `pool::policy`).
+//! × latency factor ([`latency`], with its noise floor) × reported-load
+//! factor × runtime weight, published in the member's word with its gate
+//! (see `pool::policy`).
 //!
 //! Pure given its [`Inputs`]: the clock is a parameter, so `tools/sim` and
 //! the tests drive the same code with a synthetic one.
