@@ -49,6 +49,7 @@
 mod model;
 mod out;
 mod scenarios;
+mod scenarios_noise;
 
 use std::path::PathBuf;
 
@@ -94,6 +95,8 @@ enum Scenario {
     P2c,
     /// One member with half the capacity: without and with reported load.
     ReportedLoad,
+    /// Four identical members under check noise: the noise floor against the rule before #31.
+    Noise,
     /// Every scenario above.
     All,
 }
@@ -127,6 +130,9 @@ fn main() {
     }
     if want(Scenario::ReportedLoad) {
         reports.push(scenarios::reported_load(o));
+    }
+    if want(Scenario::Noise) {
+        reports.push(scenarios_noise::noise(o));
     }
     for r in &reports {
         if let Err(e) = out::write(r, &cli.out) {
