@@ -18,11 +18,14 @@
 //! [`Gate`]s (see `answer::dynamic`).
 //!
 //! **Choice stage**: effective weight = configured weight × slow-start ramp
-//! × latency factor × reported-load factor × runtime weight, published in
-//! the member's word with its gate (see `pool::policy`).
+//! × latency factor ([`latency`], with its noise floor) × reported-load
+//! factor × runtime weight, published in the member's word with its gate
+//! (see `pool::policy`).
 //!
 //! Pure given its [`Inputs`]: the clock is a parameter, so `tools/sim` and
 //! the tests drive the same code with a synthetic one.
+
+pub mod latency;
 
 use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
@@ -182,7 +185,7 @@ pub fn decide(
             _ => 1.0,
         };
         let latency = match (best_rtt, (inp.rtt)(m.health)) {
-            (Some(best), Some(own)) if own > 0.0 => (best / own).clamp(policy.latency_floor, 1.0),
+            (Some(best), Some(own)) => latency::latency_factor(best, own, policy.latency_floor),
             _ => 1.0,
         };
         let load = (inp.load)(m.health).map_or(1.0, |l| (1.0 - l).clamp(0.0, 1.0));

@@ -11,6 +11,7 @@ mod health_support;
 mod pool_common;
 
 mod ejection_cap;
+mod latency_noise;
 mod p2c;
 mod panic_threshold;
 mod pool_config;

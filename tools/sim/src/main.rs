@@ -49,6 +49,7 @@
 mod model;
 mod out;
 mod scenarios;
+mod scenarios_noise;
 mod scenarios_registry;
 
 use std::path::PathBuf;
@@ -95,6 +96,8 @@ enum Scenario {
     P2c,
     /// One member with half the capacity: without and with reported load.
     ReportedLoad,
+    /// Four identical members under check noise: the noise floor against the rule before #31.
+    Noise,
     /// Registrations vanish at once (a broken agent): with and without the registry's rule.
     RegistryChurn,
     /// Every scenario above.
@@ -130,6 +133,9 @@ fn main() {
     }
     if want(Scenario::ReportedLoad) {
         reports.push(scenarios::reported_load(o));
+    }
+    if want(Scenario::Noise) {
+        reports.push(scenarios_noise::noise(o));
     }
     if want(Scenario::RegistryChurn) {
         reports.push(scenarios_registry::registry_churn(o));
