@@ -177,6 +177,14 @@ enum CtlCmd {
         #[arg(long)]
         port: Option<u16>,
     },
+    /// List a pool's members: each one's source (the config, or its etcd registration key in fleet mode), hold, health and standing.
+    Members {
+        /// The pool's name.
+        pool: String,
+        /// Print the JSON document instead (every field, for scripts).
+        #[arg(long)]
+        json: bool,
+    },
     /// Reload the config, zones and geo database (as SIGHUP does); fails if the new config does not load.
     Reload,
     /// Stop the server (as SIGTERM does).
@@ -404,6 +412,7 @@ fn main() -> ExitCode {
                     weight,
                     port,
                 },
+                CtlCmd::Members { pool, json } => Action::Members { pool, json },
                 CtlCmd::Reload => Action::Reload,
                 CtlCmd::Stop => Action::Stop,
             };

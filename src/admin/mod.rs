@@ -33,6 +33,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::sync::Semaphore;
 
 mod auth;
+pub mod members;
 mod overrides;
 mod prometheus;
 mod status;
@@ -154,6 +155,7 @@ fn access(method: &Method, path: &str) -> Access {
     let write = matches!(*method, Method::POST | Method::PUT | Method::DELETE);
     match path {
         "/metrics" | "/status" | "/lookup" if method == Method::GET => Access::Read,
+        p if p.starts_with("/members/") && method == Method::GET => Access::Read,
         "/reload" | "/stop" if method == Method::POST => Access::Write,
         p if (p.starts_with("/override/") || p.starts_with("/weight/")) && write => Access::Write,
         _ => Access::None,
@@ -322,6 +324,17 @@ async fn route(
             .await
         }
         "/metrics" | "/status" | "/lookup" => method_not_allowed("GET"),
+        p if p.starts_with("/members/") => {
+            if method != Method::GET {
+                return method_not_allowed("GET");
+            }
+            let raw = p.trim_start_matches("/members/");
+            let pool = percent_encoding::percent_decode_str(raw)
+                .decode_utf8_lossy()
+                .into_owned();
+            let admin = api.admin.clone();
+            blocking(move || members::members(&admin, &pool)).await
+        }
         p if p.starts_with("/override/") || p.starts_with("/weight/") => {
             let (method, path, query) = (method.clone(), p.to_string(), query.to_string());
             let admin = api.admin.clone();

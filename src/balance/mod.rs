@@ -20,22 +20,26 @@
 //! [`Gate`]s (see `answer::dynamic`).
 //!
 //! **Choice stage**: effective weight = configured weight × slow-start ramp
-//! × latency factor × reported-load factor × runtime weight × error
-//! penalty ([`errors`], for `usable` members), published in
-//! the member's word with its gate (see `pool::policy`).
+//! × latency factor ([`latency`], with its noise floor) × reported-load
+//! factor × runtime weight × error penalty ([`errors`], for members
+//! passing their checks), published in the member's word with its gate
+//! (see `pool::policy`).
 //!
 //! Pure given its [`Inputs`]: the clock is a parameter, so `tools/sim` and
 //! the tests drive the same code with a synthetic one.
+
+pub mod errors;
+pub mod latency;
+pub mod outlier;
 
 use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 use std::time::{Instant, SystemTime};
 
-pub mod errors;
-pub mod outlier;
-
-use crate::health::{HealthTable, OVR_DOWN, OVR_DRAIN, OVR_UP};
-use crate::pool::{Gate, Member, MemberReport, Pool, Published, Standing, SHARE_ONE, WEIGHT_UNIT};
+use crate::health::{HealthTable, OVR_DOWN, OVR_DRAIN, OVR_UP, UP};
+use crate::pool::{
+    Gate, Hold, Member, MemberReport, Pool, Published, Standing, SHARE_ONE, WEIGHT_UNIT,
+};
 
 /// The balancing clock: milliseconds since the first call in this
 /// process, plus one (0 means "not usable" in [`Member::since`]).
@@ -110,6 +114,9 @@ pub fn decide(
             OVR_DRAIN => Standing::Drained,
             OVR_DOWN => Standing::Down,
             OVR_UP => Standing::Usable,
+            // Registry members (#31): unproven ones wait, vanished ones leave.
+            _ if m.hold == Hold::Unproven && h.state(m.health) != UP => Standing::Down,
+            _ if m.hold == Hold::Gone => Standing::Ejected,
             _ if h.passes(m.health) => Standing::Usable,
             _ => Standing::Ejected,
         })
@@ -193,7 +200,7 @@ pub fn decide(
             _ => 1.0,
         };
         let latency = match (best_rtt, (inp.rtt)(m.health)) {
-            (Some(best), Some(own)) if own > 0.0 => (best / own).clamp(policy.latency_floor, 1.0),
+            (Some(best), Some(own)) => latency::latency_factor(best, own, policy.latency_floor),
             _ => 1.0,
         };
         let load = (inp.load)(m.health).map_or(1.0, |l| (1.0 - l).clamp(0.0, 1.0));

@@ -51,6 +51,13 @@ pub enum Action {
         /// Only the members checked on this port.
         port: Option<u16>,
     },
+    /// `GET /members/POOL`: each member of a pool and where it came from.
+    Members {
+        /// The pool's name.
+        pool: String,
+        /// Print the JSON document instead of the table.
+        json: bool,
+    },
     /// `POST /reload`.
     Reload,
     /// `POST /stop`.
@@ -73,7 +80,10 @@ pub struct Target {
 /// Run `action`; Ok(text to print) or Err(message), both ending without a newline.
 pub fn run(t: &Target, action: &Action) -> Result<String, String> {
     let (authority, tokens) = resolve(t)?;
-    let write = !matches!(action, Action::Status { .. } | Action::Lookup { .. });
+    let write = !matches!(
+        action,
+        Action::Status { .. } | Action::Lookup { .. } | Action::Members { .. }
+    );
     let token = pick(&tokens, t.token.as_deref(), write)?;
     let (method, path) = match action {
         Action::Status { .. } => ("GET", "/status".to_string()),
@@ -106,6 +116,7 @@ pub fn run(t: &Target, action: &Action) -> Result<String, String> {
             "POST",
             write_path("weight", address, "weight", weight, *port),
         ),
+        Action::Members { pool, .. } => ("GET", format!("/members/{}", enc(pool))),
         Action::Reload => ("POST", "/reload".to_string()),
         Action::Stop => ("POST", "/stop".to_string()),
     };
@@ -118,6 +129,7 @@ pub fn run(t: &Target, action: &Action) -> Result<String, String> {
     if (200..300).contains(&code) {
         match (action, json) {
             (Action::Status { json: false }, Ok(v)) => Ok(super::status::status_table(&v)),
+            (Action::Members { json: false, .. }, Ok(v)) => Ok(members_table(&v)),
             _ => Ok(shown),
         }
     } else {
@@ -127,6 +139,32 @@ pub fn run(t: &Target, action: &Action) -> Result<String, String> {
             .unwrap_or(shown);
         Err(format!("meridian ctl: {method} {path}: HTTP {code}: {msg}"))
     }
+}
+
+/// `ctl members`: the reply as a table.
+fn members_table(v: &serde_json::Value) -> String {
+    let mut out = format!(
+        "{:<40} {:>5} {:>6} {:<9} {:<8} {:<20} SOURCE\n",
+        "ADDRESS", "PORT", "WEIGHT", "HOLD", "HEALTH", "STANDING"
+    );
+    let s = |x: &serde_json::Value| x.as_str().unwrap_or("-").to_string();
+    for m in v["members"].as_array().into_iter().flatten() {
+        let port = m["port"].as_u64().map_or("-".into(), |p| p.to_string());
+        let source = match m["key"].as_str() {
+            Some(k) => format!("etcd {k}"),
+            None => "config".into(),
+        };
+        out.push_str(&format!(
+            "{:<40} {:>5} {:>6} {:<9} {:<8} {:<20} {source}\n",
+            s(&m["address"]),
+            port,
+            m["weight"],
+            s(&m["hold"]),
+            s(&m["health"]),
+            s(&m["standing"]),
+        ));
+    }
+    out.trim_end().to_string()
 }
 
 /// A path segment or query value, percent-encoded.

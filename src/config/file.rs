@@ -252,8 +252,17 @@ pub struct DnssecCfg {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PoolCfg {
-    /// `members`: the pool's addresses, IPv4 and IPv6 (at least one).
-    pub members: Vec<Spanned<MemberCfg>>,
+    /// `members`: the pool's addresses, IPv4 and IPv6 (at least one,
+    /// unless `members_from` brings them).
+    #[serde(default)]
+    pub members: Option<Vec<Spanned<MemberCfg>>>,
+    /// `members_from`: `"etcd"` takes members from the fleet's registry too.
+    #[serde(default)]
+    pub members_from: Option<Spanned<String>>,
+    /// `members_grace`: how long a vanished registration stays ejected
+    /// before it leaves (default 30 s).
+    #[serde(default)]
+    pub members_grace: Option<Spanned<toml::Value>>,
     /// `location`: coordinates `[latitude, longitude]` in degrees, for
     /// `nearest` geo rules.
     #[serde(default)]

@@ -25,7 +25,14 @@ pub fn pool(
     spec_index: &mut HashMap<CheckSpec, u32>,
 ) -> Result<Pool, LocatedError> {
     let pc = p.get_ref();
-    if pc.members.is_empty() {
+    let members = pc.members.as_deref().unwrap_or_default();
+    if pc.members.is_none() && pc.members_from.is_none() {
+        return Err(src.err(
+            p.span(),
+            format!("pool {name:?} has no members: give `members`, or `members_from = \"etcd\"` in fleet mode"),
+        ));
+    }
+    if members.is_empty() && pc.members_from.is_none() {
         return Err(src.err(p.span(), format!("pool {name:?} is empty")));
     }
     // A check by name; "none" (unless a table of that name exists) means no check.
@@ -64,7 +71,7 @@ pub fn pool(
         ));
     }
     let mut seen = std::collections::HashSet::new();
-    for m in &pc.members {
+    for m in members {
         let (addr, weight, check, port) = match m.get_ref() {
             super::MemberCfg::Addr(a) => (a.as_str(), None, None, None),
             super::MemberCfg::Full {
@@ -122,7 +129,9 @@ pub fn pool(
             ));
         }
     }
-    if let (Some(Cap::Count(c)), Some(v)) = (pool.policy.max_ejected, &pc.max_ejected) {
+    let fixed = pc.members_from.is_none();
+    if let (true, Some(Cap::Count(c)), Some(v)) = (fixed, pool.policy.max_ejected, &pc.max_ejected)
+    {
         let n = pool.v4.len().max(pool.v6.len());
         if c as usize > n {
             return Err(src.err(
@@ -135,6 +144,77 @@ pub fn pool(
     }
     pool.seal();
     Ok(pool)
+}
+
+/// Default `members_grace`: six of a registrant's 5 s leases, long enough
+/// to ride out an agent's restart without the pool shrinking (issue #31).
+pub const DEFAULT_MEMBERS_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A pool that takes members from the fleet's registry (`members_from`).
+#[derive(Debug, Clone)]
+pub struct MembersFrom {
+    /// The check registered members must pass once before they answer.
+    pub check: Arc<Check>,
+    /// How long a vanished registration stays ejected before it may leave.
+    pub grace: std::time::Duration,
+}
+
+/// `members_from` and `members_grace` of a `[pool.NAME]` (issue #31):
+/// None for a pool of config members only. A registry pool needs fleet
+/// mode and a check, since a registered member answers only after its
+/// first passing check.
+pub fn members_from(
+    src: &Source,
+    name: &str,
+    p: &Spanned<PoolCfg>,
+    checks: &BTreeMap<String, Arc<Check>>,
+    fleet: bool,
+) -> Result<Option<MembersFrom>, LocatedError> {
+    let pc = p.get_ref();
+    let Some(from) = &pc.members_from else {
+        if let Some(g) = &pc.members_grace {
+            return Err(src.err(
+                g.span(),
+                format!("pool {name:?}: members_grace without members_from"),
+            ));
+        }
+        return Ok(None);
+    };
+    if from.get_ref() != "etcd" {
+        return Err(src.err(
+            from.span(),
+            format!(
+                "pool {name:?}: members_from must be \"etcd\", not {:?}",
+                from.get_ref()
+            ),
+        ));
+    }
+    if !fleet {
+        return Err(src.err(
+            from.span(),
+            format!("pool {name:?}: members_from = \"etcd\" needs fleet mode (a [fleet] table)"),
+        ));
+    }
+    let check = pc.check.as_ref().and_then(|c| checks.get(c.get_ref()));
+    let Some(check) = check.filter(|c| c.kind != crate::health::CheckKind::None) else {
+        return Err(src.err(
+            from.span(),
+            format!("pool {name:?}: members_from = \"etcd\" needs the pool's check (a registered member answers only after its first passing check)"),
+        ));
+    };
+    let grace = match &pc.members_grace {
+        None => DEFAULT_MEMBERS_GRACE,
+        Some(g) => duration(g.get_ref()).ok_or_else(|| {
+            src.err(
+                g.span(),
+                format!("pool {name:?}: members_grace must be a duration from 1s to 1h (seconds, or \"30s\", \"2m\"), not {}", g.get_ref()),
+            )
+        })?,
+    };
+    Ok(Some(MembersFrom {
+        check: check.clone(),
+        grace,
+    }))
 }
 
 /// The balancing keys of a `[pool.NAME]` (issue #16), checked.

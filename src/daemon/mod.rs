@@ -24,7 +24,7 @@ use crate::transport::{bind_tcp, bind_udp, tcp_listener, udp_worker, ServerState
 use memory::{for_serving, tune_malloc};
 use privileges::check_readable;
 pub use privileges::{drop_privileges, lookup_user, privileges, SwitchUser, ROOT_REFUSED};
-use reload::{geo_mtime, Daemon, Reloader, GEO_CHANGED};
+use reload::{geo_mtime, Daemon, Reloader, GEO_CHANGED, REGISTRY_CHANGED};
 
 /// `meridian serve`: run until SIGTERM or SIGINT. `listen`, `workers`,
 /// `http_listen` and `allow_root` come from the command line and win over
@@ -303,6 +303,11 @@ pub fn serve(
                         geo_stamp = after.or(geo_stamp);
                     }
                     if reloader.busy() {
+                        continue;
+                    }
+                    // Registry members (#31): at most one rebuild a second.
+                    if shared.engine.load().registry.due(std::time::Instant::now()) {
+                        reloader.request(REGISTRY_CHANGED);
                         continue;
                     }
                     let now = geo_mtime(&shared);

@@ -41,6 +41,8 @@ impl Daemon {
 
 /// The reason a reload gives when the geo database changed.
 pub(super) const GEO_CHANGED: &str = "geo database changed";
+/// The reason a reload gives when registered pool members changed.
+pub(super) const REGISTRY_CHANGED: &str = "registry changed";
 
 /// The reload thread: reloads requested by signals and the geo watcher run
 /// here, one at a time, off the signal loop. Requests that arrive during a

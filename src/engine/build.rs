@@ -79,8 +79,29 @@ pub(super) fn build(
     // Pools.
     let mut pools = Vec::new();
     let mut pool_index = HashMap::new();
+    let registry = prev.map_or_else(Default::default, |p| p.registry.clone());
+    let mut registered = HashMap::new();
     for (name, p) in &cfg.pool {
-        let pool = config::pools::pool(src, name, p, &checks, &mut health_specs, &mut spec_index)?;
+        let mut pool =
+            config::pools::pool(src, name, p, &checks, &mut health_specs, &mut spec_index)?;
+        if let Some(from) = config::pools::members_from(src, name, p, &checks, fleet.is_some())? {
+            let old = prev.and_then(|e| {
+                let pool = e.pools.iter().find(|p| &p.name == name)?;
+                Some(super::registry::Prev {
+                    pool,
+                    health: &e.health,
+                })
+            });
+            let added = super::registry::extend(
+                &mut pool,
+                &from,
+                &registry,
+                old,
+                &mut health_specs,
+                &mut spec_index,
+            );
+            registered.extend(added.into_iter().map(|(a, k)| ((name.clone(), a), k)));
+        }
         pool_index.insert(name.clone(), pools.len());
         pools.push(pool);
     }
@@ -286,6 +307,8 @@ pub(super) fn build(
         fleet,
         refresh: std::sync::Mutex::new(()),
         decided: std::sync::atomic::AtomicU64::new(u64::MAX),
+        registry,
+        registered,
     };
     // The first decisions (overrides and runtime weights, which the daemon
     // holds, are applied again before the engine serves).

@@ -4,6 +4,7 @@
 //! the operator's runtime weights and applies them to an engine's pools.
 
 mod build;
+pub mod registry;
 pub mod signed;
 pub mod weights;
 
@@ -155,6 +156,11 @@ pub struct Engine {
     pub refresh: std::sync::Mutex<()>,
     /// The health generation the last full refresh saw (`u64::MAX`: none).
     pub decided: std::sync::atomic::AtomicU64,
+    /// Fleet mode: the members registered in etcd (#31), shared by every
+    /// engine after the first, so a reload keeps them.
+    pub registry: Arc<registry::Registry>,
+    /// (pool, address) → the etcd key of each member from the registry.
+    pub registered: std::collections::HashMap<(String, std::net::IpAddr), String>,
 }
 
 /// Overrides are written into the serving engine's table.

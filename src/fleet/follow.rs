@@ -78,23 +78,7 @@ impl Fleet {
             .await
             .map_err(|e| format!("etcd lease: {e}"))?;
         self.register(&mut c, lease).await?;
-        let rev = self.sync(&mut c).await?;
-        // Two ranges, as `sync` reads: the prefix but the pushed files'
-        // chunks, which a node reads only for the revision it serves.
-        let [(k0, e0), (k1, e1)] = super::store::node_ranges(&self.settings.prefix);
-        let from = |end: Vec<u8>| {
-            WatchOptions::new()
-                .with_range(end)
-                .with_start_revision(rev + 1)
-        };
-        let mut stream = c
-            .watch(k0, Some(from(e0)))
-            .await
-            .map_err(|e| format!("etcd watch: {e}"))?;
-        stream
-            .watch(k1, Some(from(e1)))
-            .await
-            .map_err(|e| format!("etcd watch: {e}"))?;
+        let mut stream = self.sync_and_watch(&mut c).await?;
         *self.lost_since.lock().unwrap_or_else(|e| e.into_inner()) = None;
         if self
             .server
@@ -147,12 +131,14 @@ impl Fleet {
                 if resp.canceled() {
                     if resp.compact_revision() > 0 {
                         // Behind a compaction (a push prunes old revisions):
-                        // read the prefix again, without alarm.
+                        // read the prefix again, without alarm, on the same
+                        // connection and lease.
                         tracing::info!(
                             "fleet: the watch fell behind etcd's compaction at revision {}: reading the prefix again",
                             resp.compact_revision()
                         );
-                        return Ok(());
+                        stream = self.sync_and_watch(&mut c).await?;
+                        continue;
                     }
                     return Err("etcd watch canceled".to_string());
                 }
@@ -171,5 +157,27 @@ impl Fleet {
             r = keep => r,
             r = watch => r,
         }
+    }
+
+    /// Read the prefix (`sync`), then watch it from the next revision: two
+    /// ranges, as `sync` reads, the prefix but the pushed files' chunks,
+    /// which a node reads only for the revision it serves.
+    async fn sync_and_watch(&self, c: &mut Client) -> Result<etcd_client::WatchStream, String> {
+        let rev = self.sync(c).await?;
+        let [(k0, e0), (k1, e1)] = super::store::node_ranges(&self.settings.prefix);
+        let from = |end: Vec<u8>| {
+            WatchOptions::new()
+                .with_range(end)
+                .with_start_revision(rev + 1)
+        };
+        let mut stream = c
+            .watch(k0, Some(from(e0)))
+            .await
+            .map_err(|e| format!("etcd watch: {e}"))?;
+        stream
+            .watch(k1, Some(from(e1)))
+            .await
+            .map_err(|e| format!("etcd watch: {e}"))?;
+        Ok(stream)
     }
 }

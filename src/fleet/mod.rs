@@ -47,6 +47,7 @@ use crate::transport::ServerState;
 mod checks;
 mod follow;
 mod link;
+mod members;
 mod push;
 mod results;
 mod revision;

@@ -161,6 +161,7 @@ impl Fleet {
                 seen.push(t);
             }
         }
+        self.members_read(&kvs);
         // What was cleared while this node did not watch.
         let stale: Vec<Target> = {
             let m = self.entries.lock().unwrap_or_else(|e| e.into_inner());
@@ -191,6 +192,10 @@ impl Fleet {
         if let Some(node) = rest.strip_prefix("nodes/") {
             self.observe_node(node, put);
             return if put { Taken::Other } else { Taken::NodeGone };
+        }
+        if let Some(r) = rest.strip_prefix("members/") {
+            self.observe_member(k, r, value);
+            return Taken::Other;
         }
         if let Some(r) = rest.strip_prefix("health/") {
             self.observe_result(r, value);

@@ -140,6 +140,23 @@ pub struct Member {
     /// (0xC00C), type, class IN, TTL 0 (patched per answer), RDLENGTH, RDATA.
     rr: [u8; 28],
     rr_len: u8,
+    /// A registry member's hold (issue #31; `Hold::None` for config members).
+    pub hold: Hold,
+}
+
+/// Why the filter holds a pool member from a registry (`members_from`)
+/// out, whatever its checks say; `balance` reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Hold {
+    /// No hold: a config member, or a registered one already proven.
+    #[default]
+    None,
+    /// Registered but not yet passing: out (not counted for panic) until
+    /// its first passing check.
+    Unproven,
+    /// Its registration vanished: ejected, under the cap and panic like a
+    /// failing check, until it leaves the pool.
+    Gone,
 }
 
 impl Member {
@@ -170,6 +187,7 @@ impl Member {
             key: sticky::member_key(addr),
             rr,
             rr_len: 12 + len,
+            hold: Hold::None,
         }
     }
 
@@ -220,6 +238,7 @@ impl Clone for Member {
             key: self.key,
             rr: self.rr,
             rr_len: self.rr_len,
+            hold: self.hold,
         }
     }
 }

@@ -248,10 +248,43 @@ fn rendezvous(
     k
 }
 
+/// Round-trip estimates that differ by at most this many µs are the same
+/// for balancing (`pick = "p2c"` and `latency_aware`, issue #31). Check
+/// round trips to identical members on one host or LAN differ by tens to
+/// hundreds of µs, and by milliseconds when the prober waits for a CPU;
+/// the peak-EWMA keeps such a slow sample for seconds (it decays with
+/// `latency_decay`, 10 s). Measured on a shared 2-core machine at load
+/// average 4–5: steady loopback TCP estimates 0.12–0.65 ms, and single slow
+/// probes (the first after start, above all) holding one member's
+/// estimate at 1.3 ms alone and 2.9 ms with other tests running. p2c's
+/// comparison is a cliff just past the floor (the slower member loses every
+/// draw), so the floor sits well above those stalls: 5 ms. That is still
+/// far below the tens of ms a queueing member shows, and below what a DNS
+/// answer, cached for its TTL by a whole resolver's clients, can act on.
+pub const NOISE_FLOOR_US: u64 = 5_000;
+
+/// ... and so do estimates within this percentage of the lower one: WAN
+/// round trips jitter by a few ms to tens of ms, roughly in proportion to
+/// their length, and the effective weight's other factors (load, slow
+/// start) are coarser than 20 % too.
+pub const NOISE_BAND_PCT: u64 = 20;
+
+/// Are round-trip estimates `a` and `b` (µs) equal within the noise: is
+/// their difference at most [`NOISE_FLOOR_US`] or [`NOISE_BAND_PCT`] of the
+/// lower? Integer arithmetic only (p2c runs it per answer).
+#[inline]
+pub fn same_rtt(a: u64, b: u64) -> bool {
+    let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+    let d = hi - lo;
+    d <= NOISE_FLOOR_US || d * 100 <= lo * NOISE_BAND_PCT
+}
+
 /// The power of two choices: two candidates drawn by weight (distinct when
 /// there are two), and the one with the lower round-trip estimate ÷ weight
-/// kept (a member without an estimate counts as no slower than the other;
-/// ties keep the first draw). Index into `cand`.
+/// kept. Estimates equal within the noise ([`same_rtt`]), or a member
+/// without one, are a tie: the first draw stays, so ties split in
+/// proportion to the weights and identical members evenly. Index into
+/// `cand`.
 fn p2c(members: &[Member], cand: &[u16], rng: &mut fastrand::Rng) -> usize {
     let a = weighted_pick(members, cand, rng);
     if cand.len() < 2 {
@@ -261,7 +294,7 @@ fn p2c(members: &[Member], cand: &[u16], rng: &mut fastrand::Rng) -> usize {
     let b = weighted_pick_skipping(members, cand, a, rng);
     let (wa, ra) = members[cand[a] as usize].weight_and_rtt();
     let (wb, rb) = members[cand[b] as usize].weight_and_rtt();
-    if ra == 0 || rb == 0 {
+    if ra == 0 || rb == 0 || same_rtt(ra, rb) {
         return a;
     }
     // ra / wa > rb / wb, without division (each product < 2^58).
@@ -724,6 +757,74 @@ mod tests {
         for i in 0..3 {
             let k = got.iter().filter(|&&g| g == i).count();
             assert!(near(k, 3000, 1.0 / 3.0), "{i}: {k}");
+        }
+    }
+
+    /// Publish equal weights and these round-trip estimates (µs).
+    fn with_rtts(rtts: &[u32]) -> crate::pool::Pool {
+        let p = pool(&vec![1; rtts.len()]);
+        let w: Vec<crate::pool::Published> = rtts
+            .iter()
+            .map(|&r| crate::pool::Published {
+                eff: crate::pool::WEIGHT_UNIT,
+                usable: true,
+                rtt_us: r,
+            })
+            .collect();
+        p.publish(false, &w, p.gate(false));
+        p
+    }
+
+    fn p2c_counts(p: &crate::pool::Pool, n: usize) -> Vec<usize> {
+        let mut out = [0u16; MAX_MEMBERS];
+        let mut sel = Selector::with_rng(fastrand::Rng::with_seed(31));
+        let mut c = vec![0; p.v4.len()];
+        for _ in 0..n {
+            let rot = p.rotation(false);
+            select(&mut sel, &p.v4, rot, Mode::P2c, &|_| true, None, &mut out);
+            c[out[0] as usize] += 1;
+        }
+        c
+    }
+
+    #[test]
+    fn same_rtt_is_the_floor_or_the_band() {
+        let f = NOISE_FLOOR_US;
+        assert!(same_rtt(60, 60 + f) && same_rtt(60 + f, 60));
+        assert!(!same_rtt(60, 61 + f));
+        assert!(same_rtt(30_000, 36_000) && !same_rtt(30_000, 36_001));
+        assert!(same_rtt(0, 0) && same_rtt(u64::from(RTT_MAX), u64::from(RTT_MAX)));
+    }
+
+    const RTT_MAX: u32 = crate::pool::RTT_MAX_US;
+
+    #[test]
+    fn p2c_splits_noisy_identical_members_evenly() {
+        // Four loopback members whose estimates differ by noise only: the
+        // old strict comparison gave 50/33/17/0 %.
+        let p = with_rtts(&[80, 140, 420, 950]);
+        let n = 40_000;
+        let c = p2c_counts(&p, n);
+        for &k in &c {
+            assert!(near(k, n, 0.25), "{c:?}");
+        }
+        // Within the band of a WAN estimate, too.
+        let c = p2c_counts(&with_rtts(&[30_000, 33_000, 35_500]), n);
+        for &k in &c {
+            assert!(near(k, n, 1.0 / 3.0), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn p2c_still_avoids_a_really_slower_member() {
+        // 60 ms against loopback: it loses every draw it is in; the other
+        // three tie among themselves, so each wins 1/3.
+        let p = with_rtts(&[80, 140, 60_000, 420]);
+        let n = 30_000;
+        let c = p2c_counts(&p, n);
+        assert_eq!(c[2], 0, "{c:?}");
+        for i in [0, 1, 3] {
+            assert!(near(c[i], n, 1.0 / 3.0), "{c:?}");
         }
     }
 }

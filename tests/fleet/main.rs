@@ -15,6 +15,7 @@ mod fleet_checks;
 mod fleet_config;
 mod fleet_control;
 mod fleet_errors;
+mod fleet_members;
 mod fleet_orphaned;
 mod fleet_push_size;
 mod fleet_push_wait;

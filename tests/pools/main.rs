@@ -12,6 +12,7 @@ mod pool_common;
 
 mod ejection_cap;
 mod error_penalty;
+mod latency_noise;
 mod outlier;
 mod p2c;
 mod panic_threshold;

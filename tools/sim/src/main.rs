@@ -50,6 +50,8 @@ mod model;
 mod out;
 mod scenarios;
 mod scenarios_errors;
+mod scenarios_noise;
+mod scenarios_registry;
 
 use std::path::PathBuf;
 
@@ -95,6 +97,10 @@ enum Scenario {
     P2c,
     /// One member with half the capacity: without and with reported load.
     ReportedLoad,
+    /// Four identical members under check noise: the noise floor against the rule before #31.
+    Noise,
+    /// Registrations vanish at once (a broken agent): with and without the registry's rule.
+    RegistryChurn,
     /// A member failing every other check: without and with the error penalty, and outliers.
     FlappingMember,
     /// A member failing requests fast: shallow check, deep check without and with the penalty.
@@ -132,6 +138,12 @@ fn main() {
     }
     if want(Scenario::ReportedLoad) {
         reports.push(scenarios::reported_load(o));
+    }
+    if want(Scenario::Noise) {
+        reports.push(scenarios_noise::noise(o));
+    }
+    if want(Scenario::RegistryChurn) {
+        reports.push(scenarios_registry::registry_churn(o));
     }
     if want(Scenario::FlappingMember) {
         reports.push(scenarios_errors::flapping_member(o));
