@@ -5,7 +5,7 @@
 use hyper::StatusCode;
 
 use super::{error, json, Admin, Reply};
-use crate::pool::Hold;
+use crate::pool::{Hold, Standing};
 
 /// The reply for `pool` (its name, percent-decoded by the caller).
 pub(crate) fn members(admin: &Admin, pool: &str) -> Reply {
@@ -26,11 +26,12 @@ pub(crate) fn members(admin: &Admin, pool: &str) -> Reply {
                 "weight": m.weight,
                 "source": key.map_or("config", |_| "etcd"),
                 "key": key,
-                // Proven by a pass since the build that added it.
-                "hold": match m.hold {
-                    Hold::Unproven if e.health.state(m.health) != crate::health::UP => "unproven",
-                    Hold::None | Hold::Unproven => "none",
-                    Hold::Gone => "gone",
+                // Proven by a pass since the build that added it: what
+                // the filter decided, not the hold the build set.
+                "hold": match (m.hold, report.get(i).map(|r| r.standing)) {
+                    (Hold::Gone, _) => "gone",
+                    (_, Some(Standing::Unproven)) => "unproven",
+                    _ => "none",
                 },
                 "health": crate::health::state_name(e.health.state(m.health)),
                 "standing": report.get(i).map(|r| r.standing.name()),

@@ -351,7 +351,7 @@ fn member_families(enc: &mut DescriptorEncoder<'_>, e: &Engine) -> fmt::Result {
     let mut f = family(
         enc,
         "meridian_member_standing",
-        "Why a member is in or out of the answers (usable, ejected, kept: ejection cap, kept: panic, down (override), drained, ejected: outlier), one series set to 1.",
+        "Why a member is in or out of the answers (usable, ejected, kept: ejection cap, kept: panic, down (override), drained, ejected: outlier, unproven (registry), ejected: registration gone), one series set to 1.",
         MetricType::Gauge,
     )?;
     for (p, m, r) in reports(e) {

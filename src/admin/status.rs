@@ -52,7 +52,7 @@ struct MemberStatus<'a> {
     /// What answers use: configured weight × every factor below.
     effective_weight: f64,
     /// The filter stage's decision: usable, ejected, "kept: ejection cap",
-    /// "kept: panic", "down (override)", drained or "ejected: outlier".
+    /// "kept: panic", "down (override)", drained, "ejected: outlier", "unproven (registry)" or "ejected: registration gone".
     standing: &'static str,
     /// The factors of the effective weight.
     factors: Factors,

@@ -9,9 +9,9 @@
 //! [`NOISE_FLOOR_US`] and [`NOISE_BAND_PCT`] of the best estimate) moves
 //! nothing; beyond it only the excess over the allowance counts, so the
 //! factor leaves 1 continuously. `pick = "p2c"` uses the same rule
-//! ([`same_rtt`], in `pool::select` because answers run it).
+//! (`pool::select::same_rtt`, there because answers run it).
 
-pub use crate::pool::select::{same_rtt, NOISE_BAND_PCT, NOISE_FLOOR_US};
+use crate::pool::select::{NOISE_BAND_PCT, NOISE_FLOOR_US};
 
 /// The noise floor in seconds (the unit of the estimates `decide` reads).
 const FLOOR_S: f64 = NOISE_FLOOR_US as f64 / 1e6;
@@ -47,6 +47,7 @@ pub fn latency_factor(best: f64, own: f64, min: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pool::select::same_rtt;
 
     const MS: f64 = 1e-3;
 

@@ -115,8 +115,8 @@ pub fn decide(
             OVR_DOWN => Standing::Down,
             OVR_UP => Standing::Usable,
             // Registry members (#31): unproven ones wait, vanished ones leave.
-            _ if m.hold == Hold::Unproven && h.state(m.health) != UP => Standing::Down,
-            _ if m.hold == Hold::Gone => Standing::Ejected,
+            _ if m.hold == Hold::Unproven && h.state(m.health) != UP => Standing::Unproven,
+            _ if m.hold == Hold::Gone => Standing::Gone,
             _ if h.passes(m.health) => Standing::Usable,
             _ => Standing::Ejected,
         })
@@ -133,7 +133,7 @@ pub fn decide(
     let passing = standing.iter().filter(|s| **s == Standing::Usable).count();
     let considered = standing
         .iter()
-        .filter(|s| !matches!(s, Standing::Down | Standing::Drained))
+        .filter(|s| !matches!(s, Standing::Down | Standing::Drained | Standing::Unproven))
         .count();
 
     // 4 before 3: in panic the cap has nothing left to decide.

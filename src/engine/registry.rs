@@ -269,7 +269,7 @@ pub fn extend(
             // Never answered: nothing to drain.
             Some(_) if !proven => continue,
             Some(t) if now >= t + from.grace => {
-                let ejected = old.is_some_and(|(_, st, _)| st == Some(Standing::Ejected));
+                let ejected = old.is_some_and(|(_, st, _)| st == Some(Standing::Gone));
                 if ejected && live[v6 as usize] {
                     continue;
                 }

@@ -56,17 +56,7 @@ impl PeakEwma {
         }
         let est = match (self.est, self.last) {
             (Some(est), _) if sample_s >= est => sample_s,
-            (Some(est), Some(last)) => {
-                let dt = now.saturating_duration_since(last).as_secs_f64();
-                let tau = self.tau.as_secs_f64();
-                // τ = 0 means no memory: follow the sample.
-                let w = if tau > 0.0 {
-                    1.0 - (-dt / tau).exp()
-                } else {
-                    1.0
-                };
-                est + (sample_s - est) * w
-            }
+            (Some(est), Some(last)) => est + (sample_s - est) * step(last, now, self.tau),
             _ => sample_s,
         };
         self.est = Some(est);
@@ -233,13 +223,7 @@ impl SuccessEwma {
     /// `now` earlier than the previous probe counts as Δt = 0.
     pub fn update(&mut self, ok: bool, now: Instant) -> f64 {
         if let Some(last) = self.last {
-            let dt = now.saturating_duration_since(last).as_secs_f64();
-            let tau = self.tau.as_secs_f64();
-            let w = if tau > 0.0 {
-                1.0 - (-dt / tau).exp()
-            } else {
-                1.0
-            };
+            let w = step(last, now, self.tau);
             let x = if ok { 1.0 } else { 0.0 };
             self.ratio = (self.ratio + (x - self.ratio) * w).clamp(0.0, 1.0);
         }
@@ -282,6 +266,20 @@ impl Default for SuccessEwma {
     /// Ratio 1, the least time constant (15 s).
     fn default() -> SuccessEwma {
         SuccessEwma::new(Duration::from_millis(SUCCESS_TAU_MIN_MS))
+    }
+}
+
+/// The weight of a new sample in a time-based EWMA with time constant
+/// `tau`, `last` to `now` after the previous one: 1 − e^(−Δt/τ), so the
+/// average means the same at any sampling rate. τ = 0 means no memory
+/// (follow the sample); `now` before `last` counts as Δt = 0.
+fn step(last: Instant, now: Instant, tau: Duration) -> f64 {
+    let dt = now.saturating_duration_since(last).as_secs_f64();
+    let tau = tau.as_secs_f64();
+    if tau > 0.0 {
+        1.0 - (-dt / tau).exp()
+    } else {
+        1.0
     }
 }
 

@@ -205,6 +205,12 @@ pub enum Standing {
     Drained,
     /// Out: its success ratio is an outlier in its pool (`outlier_detection`).
     Outlier,
+    /// Out, and not counted for panic: registered (`members_from`) but not
+    /// yet passing a check.
+    Unproven,
+    /// Out: its registration vanished (`members_from`); bound by the cap
+    /// and panic like a failing check until it leaves the pool.
+    Gone,
 }
 
 impl Standing {
@@ -218,13 +224,15 @@ impl Standing {
             Standing::Down => "down (override)",
             Standing::Drained => "drained",
             Standing::Outlier => "ejected: outlier",
+            Standing::Unproven => "unproven (registry)",
+            Standing::Gone => "ejected: registration gone",
         }
     }
 
-    /// Taken out by a rule the cap and panic bound: failing checks, or an
-    /// outlier success ratio.
+    /// Taken out by a rule the cap and panic bound: failing checks, an
+    /// outlier success ratio, or a vanished registration.
     pub fn is_ejection(self) -> bool {
-        matches!(self, Standing::Ejected | Standing::Outlier)
+        matches!(self, Standing::Ejected | Standing::Outlier | Standing::Gone)
     }
 
     /// Does an answer use it?

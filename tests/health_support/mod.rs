@@ -539,3 +539,26 @@ pub(crate) fn settle(api: SocketAddr) {
 pub(crate) fn ms(v: u64) -> Duration {
     Duration::from_millis(v)
 }
+
+/// The flapping check of #31's tests: the rise 2 and fall 3,
+/// probing every 500 ms with a timeout long enough that a loaded test
+/// machine does not add failures of its own (a timeout next to a 503 would
+/// make a run of `fall`).
+pub(crate) const FLAPPING_CHECK: &str =
+    "[check.web]\ntype = \"http\"\ninterval_ms = 500\ntimeout_ms = 450\nrise = 2\nfall = 3\n";
+
+/// An HTTP backend that, while `flap` is set, fails every other request
+/// (503 for odd request numbers; the first, number 0, passes): never
+/// `fall` failures in a row, so its checks keep it up.
+pub(crate) fn flapping(ip: &str, flap: Arc<AtomicBool>) -> Backend {
+    Backend::http(
+        ip,
+        handler(move |r| {
+            if flap.load(Ordering::Relaxed) && r.n % 2 == 1 {
+                Reply::Status(503, "sick".into())
+            } else {
+                Reply::Status(200, "ok".into())
+            }
+        }),
+    )
+}

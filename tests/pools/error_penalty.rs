@@ -10,27 +10,6 @@ use std::time::{Duration, Instant};
 
 use crate::health_support::*;
 
-/// The rise 2 and fall 3, probing every 500 ms with a timeout
-/// long enough that a loaded test machine does not add failures of its
-/// own (a timeout next to a 503 would make a run of `fall`).
-const CHECK: &str =
-    "[check.web]\ntype = \"http\"\ninterval_ms = 500\ntimeout_ms = 450\nrise = 2\nfall = 3\n";
-
-/// An HTTP backend that, while `flap` is set, fails every other request
-/// (503 for odd request numbers; the first, number 0, passes).
-fn flapping(ip: &str, flap: Arc<AtomicBool>) -> Backend {
-    Backend::http(
-        ip,
-        handler(move |r| {
-            if flap.load(Ordering::Relaxed) && r.n % 2 == 1 {
-                Reply::Status(503, "sick".into())
-            } else {
-                Reply::Status(200, "ok".into())
-            }
-        }),
-    )
-}
-
 fn share(s: &crate::common::Server, name: &str, ip: &str, n: usize) -> f64 {
     (0..n)
         .filter(|_| ask(s, name).addrs == [ip.to_string()])
@@ -60,7 +39,7 @@ fn a_flapping_member_loses_its_share_and_regains_it_gradually() {
     };
     let body = format!(
         "{}\n{}{}",
-        CHECK,
+        FLAPPING_CHECK,
         pool("penalised", ""),
         pool("blind", "error_penalty = false\n"),
     );

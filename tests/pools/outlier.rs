@@ -11,26 +11,6 @@ use std::time::Duration;
 
 use crate::health_support::*;
 
-/// The rise 2 and fall 3, probing every 500 ms with a timeout
-/// long enough that a loaded test machine does not add failures of its
-/// own (a timeout next to a 503 would make a run of `fall`).
-const CHECK: &str =
-    "[check.web]\ntype = \"http\"\ninterval_ms = 500\ntimeout_ms = 450\nrise = 2\nfall = 3\n";
-
-/// Fails every other request (odd request numbers) while `flap` is set.
-fn flapping(ip: &str, flap: Arc<AtomicBool>) -> Backend {
-    Backend::http(
-        ip,
-        handler(move |r| {
-            if flap.load(Ordering::Relaxed) && r.n % 2 == 1 {
-                Reply::Status(503, "sick".into())
-            } else {
-                Reply::Status(200, "ok".into())
-            }
-        }),
-    )
-}
-
 fn standings(api: std::net::SocketAddr, pool: &str, ips: &[String]) -> BTreeSet<String> {
     ips.iter()
         .map(|ip| {
@@ -63,7 +43,7 @@ fn outliers_leave_bounded_by_cap_and_panic() {
     };
     let body = format!(
         "{}\n{}{}{}",
-        CHECK,
+        FLAPPING_CHECK,
         pool("free", ""),
         pool("capped", "max_ejected = 1\n"),
         pool("panicky", "panic_below = 0.75\n"),

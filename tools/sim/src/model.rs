@@ -381,7 +381,7 @@ pub(crate) struct World {
     /// Backends report their utilisation as load.
     report_load: bool,
     /// Index of pool `web` in the engine.
-    web: usize,
+    pub(crate) web: usize,
     scratch: Scratch,
     buf: Vec<u8>,
     outcome: Outcome,
@@ -737,6 +737,28 @@ impl World {
 }
 
 /// Mean of `f` over the rows with `from <= t < to`.
+/// One metric of a run's summary, named as its table shows it.
+pub(crate) fn m(name: &str, v: f64) -> (String, f64) {
+    (name.to_string(), v)
+}
+
+/// The fewest members answers could use in seconds `from..to`.
+pub(crate) fn usable_min(rows: &[Row], from: u64, to: u64) -> f64 {
+    rows.iter()
+        .filter(|r| r.t >= from && r.t < to)
+        .map(|r| r.usable as f64)
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// The pool named `name` of `engine` (the scenarios' configs have it).
+pub(crate) fn pool<'a>(engine: &'a Engine, name: &str) -> &'a meridian::pool::Pool {
+    engine
+        .pools
+        .iter()
+        .find(|p| p.name == name)
+        .unwrap_or_else(|| panic!("pool {name}"))
+}
+
 pub(crate) fn mean(rows: &[Row], from: u64, to: u64, f: impl Fn(&Row) -> f64) -> f64 {
     let v: Vec<f64> = rows
         .iter()

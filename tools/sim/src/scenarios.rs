@@ -6,7 +6,7 @@ use std::net::Ipv4Addr;
 use meridian::answer::{Outcome, Scratch, Transport};
 use meridian::engine::{Engine, WeightMap};
 
-use crate::model::{self, mean, peak, Backend, Row, Setup, World};
+use crate::model::{self, m, mean, peak, usable_min, Backend, Row, Setup, World};
 use crate::out::{Report, Run};
 
 /// Scale and seed, from the command line.
@@ -69,10 +69,6 @@ fn slow_member_metrics(rows: &[Row]) -> Vec<(String, f64)> {
     ]
 }
 
-fn m(name: &str, v: f64) -> (String, f64) {
-    (name.to_string(), v)
-}
-
 /// 3 of 10 members fail at 80 % load (a rolling deploy at 60, 62, 64 s,
 /// rolled back at 200 s): no rule, a 10 % ejection cap, panic at 50 %.
 pub(crate) fn bad_deploy(o: Opts) -> Report {
@@ -102,12 +98,7 @@ pub(crate) fn bad_deploy(o: Opts) -> Report {
                 m("bad during deploy %", mean(&rows, 60, 200, |r| r.bad)),
                 m("bad peak %", peak(&rows, 60, 300, |r| r.bad)),
                 m("bad after rollback %", mean(&rows, 200, 300, |r| r.bad)),
-                m(
-                    "min usable members",
-                    rows.iter()
-                        .map(|r| r.usable as f64)
-                        .fold(f64::INFINITY, f64::min),
-                ),
+                m("min usable members", usable_min(&rows, 0, u64::MAX)),
             ];
             Run {
                 variant: v.to_string(),

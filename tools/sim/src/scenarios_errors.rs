@@ -2,7 +2,7 @@
 //! and one that fails requests fast while a shallow check passes, each
 //! with and without the error penalty and outlier ejection.
 
-use crate::model::{mean, Backend, CheckErrors, Row, Setup, World};
+use crate::model::{m, mean, Backend, CheckErrors, Row, Setup, World};
 use crate::out::{Report, Run};
 use crate::scenarios::Opts;
 
@@ -40,10 +40,6 @@ fn run(o: Opts, tag: &str, pool_keys: &str, errors: f64, seen: CheckErrors) -> V
         w.step();
     }
     w.rows
-}
-
-fn m(name: &str, v: f64) -> (String, f64) {
-    (name.to_string(), v)
 }
 
 /// What both scenarios report about m10 and the clients.

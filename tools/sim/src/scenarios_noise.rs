@@ -104,11 +104,7 @@ fn engine_run(
     let cfg = model::write_config(&dir.0, &addrs, pool_keys, name_keys);
     let engine =
         Engine::load(&cfg).unwrap_or_else(|e| panic!("the noise config does not load: {e}"));
-    let web = engine
-        .pools
-        .iter()
-        .find(|p| p.name == "web")
-        .expect("pool web");
+    let web = model::pool(&engine, "web");
     let health: Vec<u32> = web.v4.iter().map(|m| m.health).collect();
     for &h in &health {
         engine.health.set_state(h, UP);

@@ -17,7 +17,7 @@
 use meridian::health::{OVR_DRAIN, OVR_NONE, UNKNOWN};
 use meridian::pool::{Hold, Standing};
 
-use crate::model::{mean, peak, Backend, Row, Setup, World};
+use crate::model::{m, mean, peak, usable_min, Backend, Setup, World};
 use crate::out::{Report, Run};
 use crate::scenarios::Opts;
 
@@ -37,33 +37,19 @@ enum Reg {
 }
 
 fn set_hold(w: &mut World, i: usize, hold: Hold) {
-    let p = w
-        .engine
-        .pools
-        .iter_mut()
-        .find(|p| p.name == "web")
-        .expect("pool web");
-    p.v4[i].hold = hold;
+    let web = w.web;
+    w.engine.pools[web].v4[i].hold = hold;
 }
 
 fn health(w: &World, i: usize) -> u32 {
-    let p = w
-        .engine
-        .pools
-        .iter()
-        .find(|p| p.name == "web")
-        .expect("pool web");
-    p.v4[i].health
+    w.engine.pools[w.web].v4[i].health
 }
 
 fn standing(w: &World, i: usize) -> Option<Standing> {
-    let p = w
-        .engine
-        .pools
-        .iter()
-        .find(|p| p.name == "web")
-        .expect("pool web");
-    p.report[0].snapshot().get(i).map(|r| r.standing)
+    w.engine.pools[w.web].report[0]
+        .snapshot()
+        .get(i)
+        .map(|r| r.standing)
 }
 
 /// The registry's events for `vanish` members, with the rule or without.
@@ -85,7 +71,7 @@ fn churn(vanish: usize, rule: bool) -> impl FnMut(u64, &mut World) {
         let live = reg.contains(&Reg::Live);
         if rule && graces && live {
             for (i, r) in reg.iter_mut().enumerate() {
-                if *r == Reg::Gone && standing(w, i) == Some(Standing::Ejected) {
+                if *r == Reg::Gone && standing(w, i) == Some(Standing::Gone) {
                     *r = Reg::Left;
                     w.engine.health.set_override(health(w, i), OVR_DRAIN);
                 }
@@ -170,19 +156,13 @@ pub(crate) fn registry_churn(o: Opts) -> Report {
                 w.step();
             }
             let rows = w.rows;
-            let usable_min = |rows: &[Row]| {
-                rows.iter()
-                    .filter(|r| r.t >= EXPIRE_AT && r.t < BACK_AT)
-                    .map(|r| r.usable as f64)
-                    .fold(f64::INFINITY, f64::min)
-            };
             let metrics = vec![
                 m(
                     "bad while vanished %",
                     mean(&rows, EXPIRE_AT, BACK_AT, |r| r.bad),
                 ),
                 m("bad peak %", peak(&rows, EXPIRE_AT, END, |r| r.bad)),
-                m("min usable members", usable_min(&rows)),
+                m("min usable members", usable_min(&rows, EXPIRE_AT, BACK_AT)),
                 m("bad after return %", mean(&rows, BACK_AT, END, |r| r.bad)),
             ];
             Run {
@@ -199,8 +179,4 @@ pub(crate) fn registry_churn(o: Opts) -> Report {
         events: vec![(EXPIRE_AT, "leases expire"), (BACK_AT, "re-registered")],
         highlight: vec![7, 8, 9],
     }
-}
-
-fn m(name: &str, v: f64) -> (String, f64) {
-    (name.to_string(), v)
 }
